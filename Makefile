@@ -1,0 +1,60 @@
+# qllm-cores: every target sets up .venv by itself (and refreshes it when pyproject.toml changes).
+#   make            generate all Verilog, run every unit's golden test bench, print the area table
+#   make test       the whole pytest suite (pytest-xdist on all cores)
+# See README.md for the other targets.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= auto
+
+# make sim UNIT=kllm_concat [SET="lanes=64 a_bits=3"] [CONFIG=kllm-a3-16] [WAVES=1]
+UNIT   ?=
+SET    ?=
+CONFIG ?=
+TARGET ?=
+WAVES  ?= 0
+export WAVES
+
+unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
+            $(foreach kv,$(SET),--set $(kv))
+
+.DEFAULT_GOAL := all
+.PHONY: all venv verilog benches sim area synth lint test clean distclean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	    { echo "error: Python >= 3.11 is needed (PYTHON=$(PYTHON))"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+all: verilog benches area
+
+verilog: $(STAMP)
+	$(PY) -m gen verilog
+
+benches: $(STAMP)
+	$(PY) -m verif sim
+
+sim: $(STAMP)
+	$(PY) -m verif sim $(unit_args)
+
+area synth: verilog
+	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+
+lint: verilog
+	$(PY) -m verif lint
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS)
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,104 @@
+"""Registry of units: name -> component factory, default parameters, paper configurations."""
+
+from dataclasses import dataclass, field
+
+__all__ = ["UnitSpec", "UNITS", "resolve_params", "parse_assignment"]
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """How to build one unit.
+
+    Parameters
+    ----------
+    name : str
+        Unit name; also the Verilog top module and the file stem in ``build/verilog``.
+    factory : str
+        ``"module:Class"`` of the :class:`amaranth.lib.wiring.Component`, imported lazily so
+        that listing units does not elaborate anything.
+    defaults : dict
+        Every constructor parameter with its default (SPEC values).
+    configs : dict
+        Named configurations from the papers: name -> parameter overrides.
+    testbench : str
+        Dotted name of the cocotb test module in ``verif``.
+    summary : str
+        One line for ``python -m gen list``.
+    """
+
+    name: str
+    factory: str
+    defaults: dict
+    configs: dict = field(default_factory=dict)
+    testbench: str | None = None
+    summary: str = ""
+
+    def build(self, params):
+        """Return the component for fully resolved ``params``."""
+        module_name, class_name = self.factory.split(":")
+        module = __import__(module_name, fromlist=[class_name])
+        return getattr(module, class_name)(**params)
+
+
+UNITS = {
+    spec.name: spec
+    for spec in [
+        UnitSpec(
+            name="kllm_concat",
+            factory="hdl.kllm_concat:KllmConcat",
+            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16},
+            configs={
+                # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
+                "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
+                "kllm-a3-lane": {"a_bits": 3, "b_bits": 4, "lanes": 4096},
+                # One counter's worth of concatenated indices per beat (16-input counter).
+                "kllm-a4-16": {"a_bits": 4, "b_bits": 4, "lanes": 16},
+                "kllm-a3-16": {"a_bits": 3, "b_bits": 4, "lanes": 16},
+            },
+            testbench="verif.tb_kllm_concat",
+            summary="KLLM Concat array: y = (a << b_bits) | b per lane, registered",
+        ),
+    ]
+}
+
+
+def parse_assignment(text):
+    """Split ``key=value`` into ``(key, value)``; the value is parsed as a Python literal when
+    it is an int/bool literal and kept as a string otherwise."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"parameter assignment must look like key=value, not {text!r}")
+    raw = raw.strip()
+    if raw in ("True", "true"):
+        return key.strip(), True
+    if raw in ("False", "false"):
+        return key.strip(), False
+    try:
+        return key.strip(), int(raw, 0)
+    except ValueError:
+        return key.strip(), raw
+
+
+def resolve_params(unit, config=None, overrides=None):
+    """Return ``(spec, params)``: defaults, then the named ``config``, then ``overrides``.
+
+    Raises
+    ------
+    ValueError
+        If the unit, the configuration or a parameter name is unknown.
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}; known units: {', '.join(sorted(UNITS))}")
+    spec = UNITS[unit]
+    params = dict(spec.defaults)
+    if config is not None:
+        if config not in spec.configs:
+            known = ", ".join(sorted(spec.configs)) or "none"
+            raise ValueError(f"unknown configuration {config!r} for unit {unit!r}; known: {known}")
+        params.update(spec.configs[config])
+    for key, value in (overrides or {}).items():
+        if key not in spec.defaults:
+            known = ", ".join(sorted(spec.defaults))
+            raise ValueError(f"unknown parameter {key!r} for unit {unit!r}; known: {known}")
+        params[key] = value
+    return spec, params

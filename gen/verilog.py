@@ -1,0 +1,117 @@
+"""Elaborate a unit to Verilog and write its manifest."""
+
+import json
+from pathlib import Path
+
+import amaranth
+from amaranth.back import verilog
+from amaranth.hdl import Shape
+from amaranth.lib import data, wiring
+
+from .registry import resolve_params
+
+__all__ = ["generate", "layout_description", "port_description", "wrap_long_lines"]
+
+#: Longest generated Verilog line. Yosys writes a concatenation on one line; Verilator refuses
+#: lines of more than 40,000 preprocessor tokens (``kllm_concat`` with 4096 lanes has 8192).
+MAX_LINE = 200
+
+
+def layout_description(shape):
+    """Describe a payload shape as plain JSON data (offsets from the least significant bit).
+
+    ``{"kind": "int", "width": w, "signed": s}`` for a plain shape,
+    ``{"kind": "struct", "width": w, "fields": [{"name", "offset", "shape"}, ...]}`` and
+    ``{"kind": "array", "width": w, "length": n, "elem": shape}`` for ``lib.data`` layouts.
+    """
+    if isinstance(shape, data.StructLayout):
+        return {
+            "kind": "struct",
+            "width": shape.size,
+            "fields": [
+                {"name": name, "offset": fld.offset, "shape": layout_description(fld.shape)}
+                for name, fld in shape
+            ],
+        }
+    if isinstance(shape, data.ArrayLayout):
+        return {
+            "kind": "array",
+            "width": shape.size,
+            "length": shape.length,
+            "elem": layout_description(shape.elem_shape),
+        }
+    if isinstance(shape, data.Layout):
+        raise TypeError(f"payload layout {shape!r} is not a StructLayout or an ArrayLayout")
+    cast = Shape.cast(shape)
+    return {"kind": "int", "width": cast.width, "signed": cast.signed}
+
+
+def port_description(component):
+    """Describe every stream port of ``component``: direction and payload layout."""
+    ports = {}
+    for name, member in component.signature.members.items():
+        if not member.is_signature:
+            continue
+        members = member.signature.members
+        if not {"valid", "ready", "payload"} <= set(members):
+            continue
+        ports[name] = {
+            "direction": "in" if member.flow == wiring.In else "out",
+            "payload": layout_description(members["payload"].shape),
+        }
+    return ports
+
+
+def generate(unit, params=None, out_dir="build/verilog", *, config=None):
+    """Write ``<out_dir>/<unit>.v`` and ``<out_dir>/<unit>.json``; return the Verilog path.
+
+    ``params`` override the unit's defaults (after the named ``config``, if any). The Verilog
+    is generated with ``emit_src=False``: it carries no source paths and is reproducible.
+    """
+    spec, resolved = resolve_params(unit, config, params)
+    component = spec.build(resolved)
+    text = wrap_long_lines(verilog.convert(component, name=unit, emit_src=False))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verilog_path = out_dir / f"{unit}.v"
+    manifest = {
+        "unit": unit,
+        "top": unit,
+        "config": config,
+        "params": resolved,
+        "latency": getattr(component, "latency", None),
+        "ports": port_description(component),
+        "amaranth": amaranth.__version__,
+    }
+    _write_if_changed(verilog_path, text)
+    _write_if_changed(out_dir / f"{unit}.json", json.dumps(manifest, indent=2) + "\n")
+    return verilog_path
+
+
+def _write_if_changed(path, text):
+    """Write ``text`` unless the file already holds it (keeps timestamps for incremental builds)."""
+    if path.exists() and path.read_text() == text:
+        return
+    path.write_text(text)
+
+
+def wrap_long_lines(text, limit=MAX_LINE):
+    """Break Verilog lines longer than ``limit`` after ``", "`` separators outside string
+    literals. Verilog treats a newline like a space there, so the meaning is unchanged."""
+    return "\n".join(_wrap_line(line, limit) for line in text.split("\n"))
+
+
+def _wrap_line(line, limit):
+    if len(line) <= limit:
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    pieces, start, column, in_string = [], 0, 0, False
+    for index, char in enumerate(line):
+        if char == '"' and (index == 0 or line[index - 1] != "\\"):
+            in_string = not in_string
+        if (not in_string and char == "," and line.startswith(", ", index)
+                and index - start > limit - len(indent)):
+            pieces.append(line[start:index + 1])
+            start = index + 2
+    pieces.append(line[start:])
+    return ("\n" + indent).join(pieces)

@@ -1,0 +1,119 @@
+"""The generator: registry, parameter resolution, command line, manifests."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from amaranth.lib import data
+
+from gen import UNITS, generate, resolve_params
+from gen.registry import parse_assignment
+from gen.verilog import layout_description, wrap_long_lines
+from verif.payload import PayloadCodec
+
+
+def run_gen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "gen", *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def test_every_unit_builds_with_defaults_and_every_config():
+    for spec in UNITS.values():
+        for config in [None, *spec.configs]:
+            _, params = resolve_params(spec.name, config)
+            assert set(params) == set(spec.defaults)
+
+
+def test_unknown_unit_config_and_parameter_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown unit 'nope'; known units: .*kllm_concat"):
+        resolve_params("nope")
+    with pytest.raises(ValueError, match="unknown configuration 'x' for unit 'kllm_concat'"):
+        resolve_params("kllm_concat", "x")
+    with pytest.raises(ValueError, match="unknown parameter 'lane' for unit 'kllm_concat'"):
+        resolve_params("kllm_concat", None, {"lane": 3})
+
+
+def test_parse_assignment():
+    assert parse_assignment("lanes=0x10") == ("lanes", 16)
+    assert parse_assignment("mode=kk") == ("mode", "kk")
+    assert parse_assignment("x_signed=false") == ("x_signed", False)
+    with pytest.raises(ValueError, match="key=value"):
+        parse_assignment("lanes")
+
+
+def test_cli_writes_verilog_and_manifest(tmp_path):
+    out = tmp_path / "v"
+    result = run_gen("verilog", "--unit", "kllm_concat", "--set", "lanes=5", "--set", "a_bits=3",
+                     "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = (out / "kllm_concat.v").read_text()
+    assert "module kllm_concat(" in text
+    assert str(tmp_path) not in text
+    manifest = json.loads((out / "kllm_concat.json").read_text())
+    assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5}
+    assert manifest["ports"]["i"]["direction"] == "in"
+    assert manifest["ports"]["o"]["payload"]["width"] == 5 * 7
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--unit", "kllm_concat", "--set", "a_bits=9"], "a_bits must be in range 1..8, not 9"),
+    (["--unit", "kllm_concat", "--set", "lanes=0"], "lanes must be in range 1..4096, not 0"),
+    (["--unit", "bogus"], "unknown unit 'bogus'"),
+    (["--unit", "kllm_concat", "--set", "width=3"], "unknown parameter 'width'"),
+    (["--unit", "kllm_concat", "--config", "kllm-a9"], "unknown configuration 'kllm-a9'"),
+])
+def test_cli_errors_exit_2_with_a_message(tmp_path, args, message):
+    result = run_gen("verilog", *args, "--out", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_generation_is_reproducible(tmp_path):
+    first = generate("kllm_concat", {"lanes": 7}, tmp_path / "a").read_text()
+    second = generate("kllm_concat", {"lanes": 7}, tmp_path / "b").read_text()
+    assert first == second
+
+
+def test_wrap_long_lines_keeps_tokens_and_strings():
+    line = "  assign x = { " + ", ".join(f"p[{i}]" for i in range(400)) + ' }; // "a, b"'
+    wrapped = wrap_long_lines(line, limit=80)
+    assert max(len(part) for part in wrapped.split("\n")) <= 90
+    assert " ".join(wrapped.split()) == " ".join(line.split())
+    assert wrap_long_lines('(* x = "a, b, c" *)', limit=5) == '(* x = "a, b, c" *)'
+
+
+def test_payload_codec_agrees_with_amaranth_packing():
+    # The manifest's layout description, used by the benches, must pack exactly as lib.data.
+    layout = data.StructLayout({
+        "x": data.ArrayLayout(3, 5),
+        "flag": 1,
+        "s": data.ArrayLayout(data.signed(6), 4),
+        "last": 1,
+    })
+    codec = PayloadCodec(layout_description(layout))
+    rng = np.random.default_rng(3)
+    fields = {
+        "x": rng.integers(0, 8, (50, 5)),
+        "flag": rng.integers(0, 2, 50),
+        "s": rng.integers(-32, 32, (50, 4)),
+        "last": rng.integers(0, 2, 50),
+    }
+    words = codec.pack_batch(fields)
+    for beat, word in enumerate(words):
+        const = data.Const(layout, word)
+        assert [const.x[k] for k in range(5)] == fields["x"][beat].tolist()
+        assert [const.s[k] for k in range(4)] == fields["s"][beat].tolist()
+        assert const.flag == fields["flag"][beat] and const.last == fields["last"][beat]
+    back = codec.unpack_batch(words)
+    for name, values in fields.items():
+        np.testing.assert_array_equal(back[name], values)
+
+
+def test_payload_codec_rejects_out_of_range_fields():
+    codec = PayloadCodec(layout_description(data.StructLayout({"s": data.signed(4)})))
+    with pytest.raises(ValueError, match="field s holds values outside -8..7"):
+        codec.pack_batch({"s": np.array([8])})
+    with pytest.raises(KeyError, match="'s' is missing"):
+        codec.pack_batch({"t": np.array([0])})

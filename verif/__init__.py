@@ -1,0 +1,6 @@
+"""cocotb test benches and their reusable pieces.
+
+* :mod:`verif.payload` packs and unpacks stream payloads by field name from a unit's manifest.
+* :mod:`verif.stream` drives and monitors ``lib.stream`` ports with random backpressure.
+* :mod:`verif.runner` builds a unit with Verilator (or Icarus) and runs a test bench.
+"""

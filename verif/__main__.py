@@ -1,0 +1,93 @@
+"""Command line: ``python -m verif {sim,lint}``.
+
+``sim`` runs the golden test benches (all units' default configurations, or one unit with
+``--unit``/``--config``/``--set``) and prints one line per bench with the vectors per second.
+``lint`` runs ``verilator --lint-only -Wall`` on every ``build/verilog/<unit>.v``.
+"""
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gen import UNITS
+from gen.registry import parse_assignment
+
+from .runner import ROOT, TestbenchFailure, run_testbench, tool_environment
+
+LINT_WAIVERS = ROOT / "verif" / "lint_waivers.vlt"
+
+
+def _sim(args):
+    units = args.unit or list(UNITS)
+    if (args.set or args.config) and len(units) != 1:
+        print("error: --set and --config need exactly one --unit", file=sys.stderr)
+        return 2
+    try:
+        overrides = dict(parse_assignment(text) for text in args.set)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    failed = []
+    for unit in units:
+        started = time.perf_counter()
+        try:
+            metrics = run_testbench(unit, overrides, config=args.config, seed=args.seed,
+                                    waves=args.waves or None, name="cli")
+        except (ValueError, TypeError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except TestbenchFailure as error:
+            print(f"FAIL {unit}: {error}")
+            failed.append(unit)
+            continue
+        seconds = time.perf_counter() - started
+        rates = [f"{name}: {m['beats']} beats at {m['beats_per_second']:.0f}/s"
+                 for name, m in metrics.items()
+                 if isinstance(m, dict) and "beats_per_second" in m]
+        print(f"PASS {unit} {metrics['manifest']['params']}: {metrics['tests']} tests "
+              f"in {seconds:.1f} s; {'; '.join(rates)}")
+    return 1 if failed else 0
+
+
+def _lint(args):
+    tool_environment()
+    sources = sorted(Path(args.dir).glob("*.v"))
+    if not sources:
+        print(f"error: no Verilog in {args.dir}: run `make verilog` first", file=sys.stderr)
+        return 2
+    status = 0
+    for source in sources:
+        command = ["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(source),
+                   "--top-module", source.stem]
+        result = subprocess.run(command, capture_output=True, text=True)
+        clean = result.returncode == 0 and "%Warning" not in result.stderr
+        print(f"{'clean' if clean else 'FAIL '} {source}")
+        if not clean:
+            warnings = [line for line in result.stderr.splitlines() if line.startswith("%")]
+            print("\n".join(warnings[:20]))
+            if len(warnings) > 20:
+                print(f"... {len(warnings) - 20} more")
+            status = 1
+    return status
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m verif", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("sim", help="run golden test benches")
+    sim.add_argument("--unit", action="append", help="unit name (repeatable; default: all)")
+    sim.add_argument("--config", help="named paper configuration")
+    sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    sim.add_argument("--seed", type=int, help="random seed (default QLLM_SEED or 1)")
+    sim.add_argument("--waves", action="store_true", help="write dump.fst (or set WAVES=1)")
+    lint = sub.add_parser("lint", help="verilator --lint-only -Wall on generated Verilog")
+    lint.add_argument("--dir", default="build/verilog")
+    args = parser.parse_args(argv)
+    return _sim(args) if args.command == "sim" else _lint(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

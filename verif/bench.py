@@ -1,0 +1,148 @@
+"""Shared test-bench environment: manifest, clock, reset, stream ports, scoreboard.
+
+A unit's cocotb test module builds one :class:`Bench` per test. The runner passes the unit's
+manifest path in ``QLLM_MANIFEST``; parameters, payload layouts and the latency come from there,
+so a bench never hard-codes bit offsets.
+"""
+
+import json
+import os
+import time
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+
+from .payload import PayloadCodec
+from .stream import StreamDriver, StreamMonitor
+
+__all__ = ["Bench", "compare_fields", "load_manifest", "record_metrics"]
+
+CLOCK_PERIOD_NS = 10
+
+
+def load_manifest(path=None):
+    """Read the manifest named by ``path`` or by the ``QLLM_MANIFEST`` environment variable."""
+    path = path or os.environ.get("QLLM_MANIFEST")
+    if not path:
+        raise RuntimeError("QLLM_MANIFEST is not set: run benches through verif.runner")
+    with open(path) as file:
+        return json.load(file)
+
+
+class Bench:
+    """Clock, reset, drivers and monitors for every stream port of a unit.
+
+    Parameters
+    ----------
+    dut : cocotb handle
+        The top level.
+    valid_probability, ready_probability : float
+        Backpressure on every input (gaps in ``valid``) and every output (gaps in ``ready``).
+    """
+
+    def __init__(self, dut, *, valid_probability=1.0, ready_probability=1.0, seed_offset=0):
+        self.dut = dut
+        self.manifest = load_manifest()
+        self.params = self.manifest["params"]
+        self.latency = self.manifest.get("latency")
+        # cocotb.RANDOM_SEED is set from the runner's seed (or time); log it to reproduce.
+        self.seed = cocotb.RANDOM_SEED + seed_offset
+        self.rng = np.random.default_rng(self.seed)
+        dut._log.info("bench seed %d, params %s", self.seed, self.params)
+        self.codecs = {}
+        self.drivers = {}
+        self.monitors = {}
+        for name, port in self.manifest["ports"].items():
+            self.codecs[name] = PayloadCodec(port["payload"])
+            port_rng = np.random.default_rng([self.seed, len(self.codecs)])
+            if port["direction"] == "in":
+                self.drivers[name] = StreamDriver(
+                    dut, name, dut.clk, valid_probability=valid_probability, rng=port_rng)
+            else:
+                self.monitors[name] = StreamMonitor(
+                    dut, name, dut.clk, ready_probability=ready_probability, rng=port_rng)
+
+    async def start(self, reset_cycles=3):
+        """Start the clock, hold reset, then start every driver and monitor."""
+        Clock(self.dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, reset_cycles)
+        await FallingEdge(self.dut.clk)
+        self.dut.rst.value = 0
+        for monitor in self.monitors.values():
+            monitor.enabled = True
+            cocotb.start_soon(monitor.run())
+        for driver in self.drivers.values():
+            cocotb.start_soon(driver.run())
+
+    def send(self, port, fields):
+        """Pack a batch of beats (field dict, beat on the first axis) and queue it on ``port``."""
+        words = self.codecs[port].pack_batch(fields)
+        self.drivers[port].send(words)
+        return len(words)
+
+    async def wait_for(self, port, count, *, max_cycles):
+        """Wait until ``count`` beats have arrived on ``port``; fail after ``max_cycles``."""
+        monitor = self.monitors[port]
+        started = time.perf_counter()
+        for _ in range(max_cycles):
+            if len(monitor.words) >= count:
+                break
+            await RisingEdge(self.dut.clk)
+        else:
+            raise AssertionError(
+                f"{port}: {len(monitor.words)} of {count} beats arrived in {max_cycles} cycles")
+        self.wall_seconds = time.perf_counter() - started
+        # A few more cycles: anything extra (a duplicated beat) would show up here.
+        await ClockCycles(self.dut.clk, 4 + (self.latency or 0))
+
+    def received(self, port):
+        """The field dict of every beat received on ``port`` so far."""
+        return self.codecs[port].unpack_batch(self.monitors[port].words)
+
+    def check(self, port, expected):
+        """Compare every received beat on ``port`` with ``expected`` (a field dict)."""
+        compare_fields(port, self.received(port), expected)
+
+
+def compare_fields(port, got, expected, path=()):
+    """Assert that two field dicts are equal beat for beat; name the first difference."""
+    for name, want in expected.items():
+        where = path + (name,)
+        if name not in got:
+            raise AssertionError(f"{port}: field {'.'.join(where)} missing from the output")
+        have = got[name]
+        if isinstance(want, dict):
+            compare_fields(port, have, want, where)
+            continue
+        want = np.asarray(want)
+        have = np.asarray(have)
+        if have.shape[0] != want.shape[0]:
+            raise AssertionError(
+                f"{port}: {have.shape[0]} beats received, {want.shape[0]} expected "
+                f"(lost or duplicated beats)")
+        have = have.reshape(want.shape)
+        mismatch = np.argwhere(have != want)
+        if mismatch.size:
+            beat = int(mismatch[0][0])
+            lane = tuple(int(x) for x in mismatch[0][1:])
+            raise AssertionError(
+                f"{port}: {len(mismatch)} mismatches in field {'.'.join(where)}; first at beat "
+                f"{beat} lane {lane}: got {have[tuple(mismatch[0])]}, "
+                f"expected {want[tuple(mismatch[0])]}")
+
+
+def record_metrics(test, **values):
+    """Merge ``values`` under ``test`` into the metrics file the runner reads back."""
+    path = os.environ.get("QLLM_METRICS")
+    if not path:
+        return
+    metrics = {}
+    if os.path.exists(path):
+        with open(path) as file:
+            metrics = json.load(file)
+    metrics.setdefault(test, {}).update(values)
+    with open(path, "w") as file:
+        json.dump(metrics, file, indent=2)

