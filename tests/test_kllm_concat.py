@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (parameter-error tests build components whose constructor raises on purpose)
 """kllm_concat: golden model, parameter checks, elaboration, and the cocotb bench."""
 
 import re
@@ -8,7 +10,8 @@ from amaranth.back import verilog
 
 from golden.kllm import concat_indices, split_indices
 from hdl.kllm_concat import KllmConcat
-from verif.runner import TestbenchFailure, run_testbench
+from gen import generate
+from verif.runner import BenchFailure, run_testbench
 
 # --- golden model (from KLLM section III-B: activation index high, weight index low) ---------
 
@@ -68,6 +71,8 @@ def test_invalid_parameters_name_the_parameter(kwargs, error, message):
 def test_numpy_integers_are_accepted():
     unit = KllmConcat(a_bits=np.int64(3), lanes=np.uint16(8))
     assert (unit.a_bits, unit.lanes) == (3, 8)
+    assert "output [55:0] o__payload;" in verilog.convert(unit, name="kllm_concat",
+                                                            emit_src=False)
 
 
 # --- elaboration ----------------------------------------------------------------------------
@@ -130,5 +135,29 @@ def _always_ready(text):
 @pytest.mark.parametrize("mutation", [("swap", _swap_first_lane), ("drop", _always_ready)],
                          ids=["swapped-operands", "lost-beats"])
 def test_bench_fails_on_broken_rtl(mutation):
-    with pytest.raises(TestbenchFailure):
+    with pytest.raises(BenchFailure):
         run_testbench("kllm_concat", {}, extra_env={"QLLM_BEATS": 2_000}, mutation=mutation)
+
+
+# --- synthesis -------------------------------------------------------------------------------
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("target", ["ice40", "ecp5", "xilinx", "cmos"])
+def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
+    from fpga.yosys import synth
+
+    params = {"a_bits": 3, "b_bits": 4, "lanes": 16}
+    source = generate("kllm_concat", params, tmp_path / "v")
+    result = synth(source, "kllm_concat", target, tmp_path / "synth")
+    # SPEC: the output is registered: lanes x (a_bits + b_bits) payload bits plus o.valid.
+    flops = 16 * 7 + 1
+    if target == "cmos":
+        assert result.metrics["uncosted_cells"] == 0
+        assert sum(n for cell, n in result.cell_counts.items() if "DFF" in cell) == flops
+        assert result.metrics["transistors"] >= 16 * flops
+    else:
+        assert result.metrics["FF"] == flops
+        # Concatenation is wiring: only the handshake needs logic.
+        assert result.metrics["LUT"] <= 4
+        assert result.metrics["DSP"] == result.metrics["BRAM"] == 0

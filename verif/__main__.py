@@ -14,7 +14,7 @@ from pathlib import Path
 from gen import UNITS
 from gen.registry import parse_assignment
 
-from .runner import ROOT, TestbenchFailure, run_testbench, tool_environment
+from .runner import ROOT, BenchFailure, run_testbench, tool_environment
 
 LINT_WAIVERS = ROOT / "verif" / "lint_waivers.vlt"
 
@@ -38,7 +38,7 @@ def _sim(args):
         except (ValueError, TypeError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-        except TestbenchFailure as error:
+        except BenchFailure as error:
             print(f"FAIL {unit}: {error}")
             failed.append(unit)
             continue

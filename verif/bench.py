@@ -47,16 +47,18 @@ class Bench:
         self.manifest = load_manifest()
         self.params = self.manifest["params"]
         self.latency = self.manifest.get("latency")
-        # cocotb.RANDOM_SEED is set from the runner's seed (or time); log it to reproduce.
-        self.seed = cocotb.RANDOM_SEED + seed_offset
-        self.rng = np.random.default_rng(self.seed)
-        dut._log.info("bench seed %d, params %s", self.seed, self.params)
+        # The runner's seed (QLLM_SEED, default 1); each test mixes in its own offset so tests
+        # draw different data. Reproduce a failure with the logged QLLM_SEED.
+        self.seed = int(os.environ.get("COCOTB_RANDOM_SEED", cocotb.RANDOM_SEED))
+        self.rng = np.random.default_rng([self.seed, seed_offset])
+        dut._log.info("QLLM_SEED=%d (test offset %d), params %s", self.seed, seed_offset,
+                      self.params)
         self.codecs = {}
         self.drivers = {}
         self.monitors = {}
         for name, port in self.manifest["ports"].items():
             self.codecs[name] = PayloadCodec(port["payload"])
-            port_rng = np.random.default_rng([self.seed, len(self.codecs)])
+            port_rng = np.random.default_rng([self.seed, seed_offset, len(self.codecs)])
             if port["direction"] == "in":
                 self.drivers[name] = StreamDriver(
                     dut, name, dut.clk, valid_probability=valid_probability, rng=port_rng)

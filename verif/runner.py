@@ -18,13 +18,13 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "TestbenchFailure"]
+__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "BenchFailure"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("QLLM_BUILD", ROOT / "build"))
 
 
-class TestbenchFailure(AssertionError):
+class BenchFailure(AssertionError):
     """A cocotb test bench reported failures or did not finish."""
 
 
@@ -156,7 +156,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
 
     Raises
     ------
-    TestbenchFailure
+    BenchFailure
         If any cocotb test failed or the simulator did not finish.
     """
     from cocotb_tools.check_results import get_results
@@ -191,13 +191,13 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
             timescale=("1ns", "1ps"),
         )
     except SystemExit as exc:  # the cocotb runner exits on failures when run under pytest
-        raise TestbenchFailure(f"{unit} bench failed (exit {exc.code}); see {test_dir}") from None
+        raise BenchFailure(f"{unit} bench failed (exit {exc.code}); see {test_dir}") from None
     try:
         tests, failed = get_results(results)
     except RuntimeError as error:
-        raise TestbenchFailure(str(error)) from None
+        raise BenchFailure(str(error)) from None
     if tests == 0 or failed:
-        raise TestbenchFailure(f"{unit}: {failed} of {tests} cocotb tests failed; see {test_dir}")
+        raise BenchFailure(f"{unit}: {failed} of {tests} cocotb tests failed; see {test_dir}")
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics["tests"] = tests
     metrics["manifest"] = manifest

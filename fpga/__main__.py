@@ -1,0 +1,123 @@
+"""Command line: ``python -m fpga area [--unit NAME ...] [--target T ...] [--jobs N]``.
+
+Exit codes: 0 on success, 1 if any synthesis run failed, 2 for bad arguments or when the
+units to report on cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fpga.area import (
+    AreaInputError,
+    area_csv,
+    area_markdown,
+    area_table,
+    find_units,
+    remove_reports,
+    synthesize_all,
+    write_reports,
+)
+from fpga.yosys import TARGETS, SynthError, yosys_version
+
+EXIT_OK = 0
+EXIT_SYNTH_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit code."""
+    arguments = _parser().parse_args(argv)
+    return arguments.command_function(arguments)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fpga", description="FPGA and CMOS area estimates of the generated units."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    area = commands.add_parser(
+        "area",
+        help="synthesise the generated units and write reports/area.md and reports/area.csv",
+    )
+    area.add_argument(
+        "--unit",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="unit to report on (repeatable; default: every unit in BUILD_DIR/verilog)",
+    )
+    area.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        choices=list(TARGETS),
+        help="target to synthesise for (repeatable; default: all)",
+    )
+    area.add_argument(
+        "--jobs", type=_positive_int, default=2, metavar="N", help="parallel Yosys runs"
+    )
+    area.add_argument(
+        "--build-dir", type=Path, default=Path("build"), help="build directory (default: build)"
+    )
+    area.set_defaults(command_function=_area_command)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _area_command(arguments: argparse.Namespace) -> int:
+    build_dir: Path = arguments.build_dir
+    targets = [target for target in TARGETS if not arguments.target or target in arguments.target]
+    try:
+        units = find_units(build_dir / "verilog", arguments.unit)
+    except AreaInputError as error:
+        _report(f"fpga area: {error}")
+        return EXIT_BAD_INPUT
+    try:
+        version = yosys_version()  # also compiles the WebAssembly once, before the pool
+    except SynthError as error:
+        _report(f"fpga area: {error}")
+        return EXIT_SYNTH_FAILED
+
+    results, failures = synthesize_all(
+        units, targets, build_dir / "synth", jobs=arguments.jobs, progress=_report
+    )
+    if failures:
+        for failure in failures:
+            _report(f"\n=== {failure.unit} / {failure.target} failed ===\n{failure.message}")
+        failed_pairs = ", ".join(f"{failure.unit}/{failure.target}" for failure in failures)
+        stale_reports = remove_reports(build_dir / "reports")
+        removed = f" (removed stale {', '.join(map(str, stale_reports))})" if stale_reports else ""
+        _report(
+            f"\nfpga area: {len(failures)} of {len(units) * len(targets)} synthesis runs "
+            f"failed: {failed_pairs}; no report written{removed}"
+        )
+        return EXIT_SYNTH_FAILED
+
+    markdown_path, csv_path = write_reports(
+        build_dir / "reports",
+        area_markdown(units, targets, results, version),
+        area_csv(units, targets, results),
+    )
+    print(area_table(units, targets, results))
+    _report(f"fpga area: wrote {markdown_path} and {csv_path}")
+    return EXIT_OK
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

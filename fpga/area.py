@@ -1,0 +1,293 @@
+"""Area report of the generated units: synthesise every (unit, target) pair and tabulate.
+
+Units are found in ``<build-dir>/verilog/``: every ``<unit>.v`` has a manifest
+``<unit>.json`` beside it holding at least ``{"unit": ..., "top": ..., "params": {...}}``.
+Yosys runs happen in ``<build-dir>/synth/<unit>/<top>-<target>/``; the reports are
+``<build-dir>/reports/area.md`` and ``<build-dir>/reports/area.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from fpga.yosys import TARGETS, SynthError, SynthResult, synth
+
+__all__ = [
+    "AreaInputError",
+    "SynthFailure",
+    "Unit",
+    "area_csv",
+    "area_markdown",
+    "area_table",
+    "find_units",
+    "format_params",
+    "remove_reports",
+    "synthesize_all",
+    "write_reports",
+]
+
+CSV_COLUMNS = ("unit", "params", "target", "metric", "value")
+
+
+class AreaInputError(ValueError):
+    """The units to report on cannot be found or their manifests are malformed."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One generated unit: its Verilog file and what its manifest says about it."""
+
+    name: str
+    top: str
+    params: dict
+    verilog: Path
+
+
+@dataclass(frozen=True)
+class SynthFailure:
+    """A (unit, target) run that failed, with the error message (which quotes the log)."""
+
+    unit: str
+    target: str
+    message: str
+
+
+def find_units(verilog_dir: Path, names: Sequence[str] = ()) -> list[Unit]:
+    """Find the generated units in `verilog_dir`, sorted by name.
+
+    Parameters
+    ----------
+    verilog_dir : Path
+        Directory holding ``<unit>.v`` and ``<unit>.json`` pairs.
+    names : sequence of str, optional
+        Units to return; all of them when empty.
+
+    Returns
+    -------
+    list of Unit
+
+    Raises
+    ------
+    AreaInputError
+        If no unit is found, a named unit was not generated, or a manifest is missing or
+        malformed.
+    """
+    verilog_dir = Path(verilog_dir)
+    generated = sorted(path.stem for path in verilog_dir.glob("*.v"))
+    if not generated:
+        raise AreaInputError(
+            f"no generated unit found: {verilog_dir} holds no <unit>.v files; "
+            "run the Verilog generator first"
+        )
+    missing = [name for name in names if name not in generated]
+    if missing:
+        raise AreaInputError(
+            f"unit(s) not generated: {', '.join(missing)} (no such .v in {verilog_dir}); "
+            f"generated units: {', '.join(generated)}"
+        )
+    selected = _unique(names) if names else generated
+    return [_load_unit(verilog_dir / f"{name}.v") for name in selected]
+
+
+def format_params(params: dict) -> str:
+    """Render parameters compactly in manifest order, e.g. ``"depth=16, width=8"``."""
+
+    def render(value) -> str:
+        if isinstance(value, (str, int, float, bool)):
+            return str(value)
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+    return ", ".join(f"{key}={render(value)}" for key, value in params.items())
+
+
+def synthesize_all(
+    units: Sequence[Unit],
+    targets: Sequence[str],
+    synth_dir: Path,
+    *,
+    jobs: int = 2,
+    progress=None,
+) -> tuple[dict[tuple[str, str], SynthResult], list[SynthFailure]]:
+    """Synthesise every (unit, target) pair in a process pool.
+
+    Parameters
+    ----------
+    units : sequence of Unit
+    targets : sequence of str
+        Keys of `TARGETS`.
+    synth_dir : Path
+        Base directory; unit ``u`` is synthesised under ``synth_dir / u``.
+    jobs : int, optional
+        Number of Yosys runs at once (at least 1).
+    progress : callable, optional
+        Called with a one-line message after every run.
+
+    Returns
+    -------
+    results : dict of (unit, target) to SynthResult
+    failures : list of SynthFailure
+        Sorted by unit, then target.
+
+    Raises
+    ------
+    ValueError
+        If `jobs` is below 1 or a target is unknown.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs!r} must be at least 1")
+    unknown = [target for target in targets if target not in TARGETS]
+    if unknown:
+        raise ValueError(f"target={unknown[0]!r} is not one of {', '.join(TARGETS)}")
+    pairs = [(unit, target) for unit in units for target in targets]
+    results: dict[tuple[str, str], SynthResult] = {}
+    failures: list[SynthFailure] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {
+            pool.submit(_synth_job, unit.verilog, unit.top, target, Path(synth_dir) / unit.name):
+            (unit.name, target)
+            for unit, target in pairs
+        }
+        for done, future in enumerate(as_completed(futures), start=1):
+            unit_name, target = futures[future]
+            result, error = future.result()
+            if result is not None:
+                results[unit_name, target] = result
+                status = f"{result.seconds:.1f} s"
+            else:
+                failures.append(SynthFailure(unit_name, target, error))
+                status = "FAILED"
+            if progress is not None:
+                progress(f"[{done}/{len(pairs)}] {unit_name} {target}: {status}")
+    failures.sort(key=lambda failure: (failure.unit, failure.target))
+    return results, failures
+
+
+def area_markdown(
+    units: Sequence[Unit],
+    targets: Sequence[str],
+    results: dict[tuple[str, str], SynthResult],
+    yosys_version: str,
+) -> str:
+    """The full Markdown report: a header, the table, and the Yosys command per target."""
+    lines = [
+        "# Area report",
+        "",
+        f"{yosys_version}; cells counted in the flattened, mapped netlist.",
+        "",
+        area_table(units, targets, results),
+        "",
+        "| target | device | Yosys synthesis command |",
+        "|---|---|---|",
+    ]
+    for target in targets:
+        spec = TARGETS[target]
+        command = spec.synth_command.format(top="TOP")
+        lines.append(f"| {target} | {spec.device} | `{command}` |")
+    return "\n".join(lines) + "\n"
+
+
+def area_table(
+    units: Sequence[Unit], targets: Sequence[str], results: dict[tuple[str, str], SynthResult]
+) -> str:
+    """Markdown table: one row per (unit, target), one column per metric name ("-" where a
+    target has no such metric)."""
+    metric_columns = _unique(metric for target in targets for metric in TARGETS[target].metrics)
+    header = ["unit", "params", "target", *metric_columns]
+    rows = [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * 3 + "---:|" * len(metric_columns),
+    ]
+    for unit in units:
+        params = _markdown_escape(format_params(unit.params))
+        for target in targets:
+            metrics = results[unit.name, target].metrics
+            values = [str(metrics.get(metric, "-")) for metric in metric_columns]
+            rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
+    return "\n".join(rows)
+
+
+def area_csv(
+    units: Sequence[Unit], targets: Sequence[str], results: dict[tuple[str, str], SynthResult]
+) -> str:
+    """Long-format CSV: one row per unit x target x metric."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for unit in units:
+        params = format_params(unit.params)
+        for target in targets:
+            for metric, value in results[unit.name, target].metrics.items():
+                writer.writerow((unit.name, params, target, metric, value))
+    return buffer.getvalue()
+
+
+def write_reports(reports_dir: Path, markdown: str, csv_text: str) -> tuple[Path, Path]:
+    """Write ``area.md`` and ``area.csv`` into `reports_dir`; return their paths."""
+    markdown_path, csv_path = _report_paths(reports_dir)
+    markdown_path.parent.mkdir(parents=True, exist_ok=True)
+    markdown_path.write_text(markdown)
+    csv_path.write_text(csv_text)
+    return markdown_path, csv_path
+
+
+def remove_reports(reports_dir: Path) -> list[Path]:
+    """Delete ``area.md`` and ``area.csv`` from an earlier run; return those deleted."""
+    existing = [path for path in _report_paths(reports_dir) if path.is_file()]
+    for path in existing:
+        path.unlink()
+    return existing
+
+
+def _report_paths(reports_dir: Path) -> tuple[Path, Path]:
+    return Path(reports_dir) / "area.md", Path(reports_dir) / "area.csv"
+
+
+def _synth_job(
+    verilog: Path, top: str, target: str, workdir: Path
+) -> tuple[SynthResult | None, str | None]:
+    """Pool worker: return the result, or the error message instead of raising it."""
+    try:
+        return synth(verilog, top, target, workdir), None
+    except (SynthError, ValueError, OSError) as error:
+        return None, f"{type(error).__name__}: {error}"
+
+
+def _load_unit(verilog: Path) -> Unit:
+    manifest_path = verilog.with_suffix(".json")
+    if not manifest_path.is_file():
+        raise AreaInputError(f"unit {verilog.stem!r} has no manifest {manifest_path.name}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as error:
+        raise AreaInputError(f"manifest {manifest_path} is not valid JSON: {error}") from error
+    problems = _manifest_problems(manifest, verilog.stem)
+    if problems:
+        raise AreaInputError(f"manifest {manifest_path}: {'; '.join(problems)}")
+    return Unit(manifest["unit"], manifest["top"], manifest["params"], verilog)
+
+
+def _manifest_problems(manifest, expected_unit: str) -> list[str]:
+    if not isinstance(manifest, dict):
+        return ["must be a JSON object"]
+    problems = []
+    if manifest.get("unit") != expected_unit:
+        problems.append(f"unit={manifest.get('unit')!r} must match the file name {expected_unit!r}")
+    if not isinstance(manifest.get("top"), str) or not manifest.get("top"):
+        problems.append(f"top={manifest.get('top')!r} must be a non-empty module name")
+    if not isinstance(manifest.get("params"), dict):
+        problems.append(f"params={manifest.get('params')!r} must be a JSON object")
+    return problems
+
+
+def _markdown_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
