@@ -1,12 +1,8 @@
 """Shared pytest configuration."""
 
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
-# Benches under pytest never write waves unless asked explicitly.
-os.environ.setdefault("WAVES", "0")

@@ -161,3 +161,17 @@ def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
         # Concatenation is wiring: only the handshake needs logic.
         assert result.metrics["LUT"] <= 4
         assert result.metrics["DSP"] == result.metrics["BRAM"] == 0
+
+
+@pytest.mark.sim
+def test_waves_on_request_only():
+    from pathlib import Path
+
+    from verif.runner import wave_format
+
+    params = {"a_bits": 2, "b_bits": 2, "lanes": 1}
+    quiet = run_testbench("kllm_concat", params, testcase="corner_beats_full_rate", waves=False)
+    assert not list(Path(quiet["run_dir"]).glob("dump.*"))
+    traced = run_testbench("kllm_concat", params, testcase="corner_beats_full_rate", waves=True)
+    dump = Path(traced["run_dir"]) / f"dump.{wave_format()}"
+    assert dump.is_file() and dump.stat().st_size > 0

