@@ -58,13 +58,33 @@ UNITS = {
             testbench="verif.tb_kllm_concat",
             summary="KLLM Concat array: y = (a << b_bits) | b per lane, registered",
         ),
+        UnitSpec(
+            name="kllm_idx_counter",
+            factory="hdl.kllm_idx_counter:KllmIdxCounter",
+            defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
+                      "max_len": 4096},
+            configs={
+                # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
+                "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
+                # W4A3 (KLLM-A3): 3-bit activation + 4-bit weight indices.
+                "kllm-a3": {"n_inputs": 16, "idx_bits": 7, "mode": "kk", "max_len": 4096},
+                # W3A3: 6-bit concatenated indices (issue 3's second area configuration).
+                "kllm-w3a3": {"n_inputs": 16, "idx_bits": 6, "mode": "kk", "max_len": 4096},
+                # Integer x K-Means (attention scores x V, Fig. 3(b)): V's 4-bit K-Means indices,
+                # 4-bit integer scores as "+n" weights.
+                "kllm-ik-a4": {"n_inputs": 16, "idx_bits": 4, "mode": "ik", "weight_bits": 4,
+                               "max_len": 4096},
+            },
+            testbench="verif.tb_kllm_idx_counter",
+            summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
+        ),
     ]
 }
 
 
 def parse_assignment(text):
-    """Split ``key=value`` into ``(key, value)``; the value is parsed as a Python literal when
-    it is an int/bool literal and kept as a string otherwise."""
+    """Split ``key=value`` into ``(key, value)``; integers (any base prefix), booleans and
+    ``None`` are parsed, anything else stays a string."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise ValueError(f"parameter assignment must look like key=value, not {text!r}")
@@ -73,6 +93,8 @@ def parse_assignment(text):
         return key.strip(), True
     if raw in ("False", "false"):
         return key.strip(), False
+    if raw in ("None", "none"):
+        return key.strip(), None
     try:
         return key.strip(), int(raw, 0)
     except ValueError:

@@ -1,12 +1,77 @@
-"""Golden models for KLLM (Concat array; the index-based MatMul grows here).
+"""Golden models for KLLM: index concatenation, the Index Distribution Counter, K-Means
+quantization and the index-based MatMul / nonlinear flow.
 
-Reference: KLLM section III-B (index concatenation as the product-index projection) and
-SPEC section 1.
+Reference: Wu et al., "KLLM: Fast LLM Inference with K-Means Quantization", sections III-A to
+III-D (algorithm) and IV-A / IV-B (Concat units, Index Distribution Counter); SPEC sections 1
+and 2.
+
+Two kinds of model live here:
+
+* **Bit-exact integer models** that the RTL is checked against: :func:`concat_indices`,
+  :func:`split_indices`, :func:`index_distribution`, :func:`index_distributions` and
+  :func:`counter_width`. They use integer arithmetic only (int64).
+* **Float references of the paper's algorithm** (everything else). They compute in float64.
+  The only binary16 rounding is that of the activation outliers, which the paper keeps in FP16
+  (:func:`split_outliers`; identity when the input activation already is ``float16``). The
+  paper's codebooks, MatMul outputs and FP16 MAC accumulations are *not* rounded to binary16
+  here: the float models describe the algorithm, not an FP16 datapath.
+
+Readings of the paper adopted by these models (SPEC: "the code must document the reading"):
+
+* **Scaling** (section III-A): weights ``B`` (K x N, column n = output channel n) get one scale
+  per output channel, ``s_B[n] = max_k |B[k, n]|``; activations get one scale per token,
+  ``s_A = max |inliers|`` (the largest magnitude left after the outliers are removed, i.e. the
+  scale "determined by the outlier thresholds", section II-A2). The whole layer shares one
+  codebook of *normalized* centroids trained on ``x / s`` (values in [-1, 1]). Zero points of
+  Eq. (1) are 0: the K-Means centroids absorb any offset. An all-zero channel or token has
+  scale 0: its normalized values are taken as 0 (no division) and it dequantizes to exactly 0.
+* **Outliers** (sections III-A, III-D, IV-C): ``fraction`` is the *total* outlier fraction of
+  one activation vector (the paper's ~1 %: 0.5 % largest and 0.5 % smallest). Per side,
+  ``k = ceil(fraction * len / 2)`` elements (evaluated in float64), so K = 4096 with 1 % keeps
+  21 + 21 elements. Largest and smallest are picked independently, as Orizuru's two trees do,
+  and the outlier set is their union. Ties in value go to the lower index first.
+* **Integer x K-Means** (section III-B2, IV-B): in the paper's notation ``A`` (1 x K) is
+  K-Means-quantized and ``B`` (K x N) integer-quantized; the counter one-hot decodes A's
+  indices and adds B's integers ("+n counting"). In the model itself the integer operand is
+  the attention score and the K-Means operand is V (activation), i.e. the other way round;
+  :func:`index_matmul_ik` supports both with ``integer_operand``.
 """
+
+import math
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["concat_indices", "split_indices"]
+__all__ = [
+    # Concat (SPEC section 1)
+    "concat_indices", "split_indices",
+    # Index Distribution Counter (SPEC section 2)
+    "index_distribution", "index_distributions", "counter_width",
+    # K-Means quantization (section III-A)
+    "kmeans_codebook", "kmeans_quantize", "dequantize", "max_abs_scale",
+    "WeightQuantization", "quantize_weights",
+    "outliers_per_side", "split_outliers", "activation_codebook",
+    "QuantizedActivation", "quantize_activation", "dequantize_activation",
+    # Index-based MatMul and nonlinear operations (sections III-B to III-D)
+    "product_codebook", "index_elementwise_product", "index_matmul_kk", "index_matmul_ik",
+    "kllm_matmul", "silu", "apply_elementwise", "rmsnorm", "rms_from_indices",
+    "kllm_rmsnorm_matmul",
+]
+
+_INT64_MAX = (1 << 63) - 1
+
+
+# --- argument checks -------------------------------------------------------------------------
+
+
+def _check_int(name, value, min_value, max_value=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    value = int(value)
+    if value < min_value or (max_value is not None and value > max_value):
+        allowed = f"{min_value}..{max_value}" if max_value is not None else f">= {min_value}"
+        raise ValueError(f"{name} must be in range {allowed}, not {value}")
+    return value
 
 
 def _check_index_array(name, values, bits):
@@ -16,6 +81,9 @@ def _check_index_array(name, values, bits):
     if values.size and (values.min() < 0 or values.max() >= (1 << bits)):
         raise ValueError(f"{name} must hold {bits}-bit unsigned indices (0..{(1 << bits) - 1})")
     return values.astype(np.int64)
+
+
+# --- Concat (section III-B, SPEC section 1): bit-exact ---------------------------------------
 
 
 def concat_indices(a, b, a_bits, b_bits):
@@ -46,3 +114,909 @@ def split_indices(y, a_bits, b_bits):
     """Invert :func:`concat_indices`: return ``(a, b)`` for product indices ``y``."""
     y = _check_index_array("y", y, a_bits + b_bits)
     return y // (1 << b_bits), y % (1 << b_bits)
+
+
+
+def _check_int_array(name, values):
+    values = np.asarray(values)
+    if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, not {values.dtype}")
+    if values.dtype == np.uint64 and values.size and int(values.max()) > _INT64_MAX:
+        raise ValueError(f"{name} must fit in int64, not hold {int(values.max())}")
+    return values.astype(np.int64)
+
+
+def _check_real_array(name, values, finite=True):
+    values = np.asarray(values)
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers, not {values.dtype}")
+    values = values.astype(np.float64)
+    if finite and not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must hold finite values (no NaN or infinity)")
+    return values
+
+
+def _check_ndim(name, values, ndim, what):
+    if values.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D {what}, not of shape {values.shape}")
+
+
+def _check_mask(name, mask, shape):
+    """Return the boolean 'lane counts' array for a 0/1 or boolean mask (None: all count)."""
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.integer):
+        raise TypeError(f"{name} must hold booleans or 0/1 integers, not {mask.dtype}")
+    if mask.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, not {mask.shape}")
+    if mask.dtype != np.bool_ and mask.size and (mask.min() < 0 or mask.max() > 1):
+        raise ValueError(f"{name} must hold only 0 and 1")
+    return mask.astype(bool)
+
+
+def _check_mode(mode):
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, not {mode!r}")
+    if mode not in ("kk", "ik"):
+        raise ValueError(f"mode must be 'kk' or 'ik', not {mode!r}")
+    return mode
+
+
+def _check_codebook(name, centroids, bits=None):
+    centroids = _check_real_array(name, centroids)
+    _check_ndim(name, centroids, 1, "codebook")
+    if bits is not None and centroids.size != (1 << bits):
+        raise ValueError(f"{name} must hold 2**{bits} = {1 << bits} centroids, "
+                         f"not {centroids.size}")
+    if centroids.size == 0:
+        raise ValueError(f"{name} must hold at least one centroid")
+    return centroids
+
+
+def _codebook_bits(name, centroids):
+    """Index width of a codebook whose length must be 2**n, n in 1..8."""
+    size = np.asarray(centroids).size
+    bits = size.bit_length() - 1
+    if size < 2 or size != 1 << bits or bits > 8:
+        raise ValueError(f"{name} must hold 2**n centroids with n in 1..8, not {size}")
+    return bits
+
+
+# --- Index Distribution Counter (section IV-B, SPEC section 2): bit-exact ----------------------
+
+
+def index_distributions(idx, idx_bits, mask=None, weights=None):
+    """Compute the index histogram of each of several reductions (batched counter model).
+
+    Row r of the result is :func:`index_distribution` of row r of the arguments.
+
+    Parameters
+    ----------
+    idx : array_like of int, shape (reductions, K)
+        Indices, ``0 <= idx < 2**idx_bits``.
+    idx_bits : int
+        Index width, 1..16 (the counter has ``2**idx_bits`` bins).
+    mask : array_like of bool or 0/1 int, shape (reductions, K), optional
+        Lane ``k`` of row ``r`` is counted only where ``mask[r, k]`` is 1 (masked lanes carry
+        activation outliers or padding). None counts every lane.
+    weights : array_like of int, shape (reductions, K), optional
+        None for K-Means x K-Means mode ("kk": each counted index adds +1 to its bin). Signed
+        integers for Integer x K-Means mode ("ik": each counted index adds its weight).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (reductions, 2**idx_bits)
+
+    Raises
+    ------
+    TypeError
+        If ``idx`` or ``weights`` hold non-integers, or ``mask`` neither booleans nor integers.
+    ValueError
+        If ``idx_bits`` is outside 1..16, an index is out of range, the arrays are not 2-D of
+        one shape, ``mask`` holds values other than 0/1, or a sum could overflow int64.
+    """
+    idx_bits = _check_int("idx_bits", idx_bits, 1, 16)
+    idx = _check_index_array("idx", idx, idx_bits)
+    _check_ndim("idx", idx, 2, "(reductions, K)")
+    counted = _check_mask("mask", mask, idx.shape)
+    rows, length = idx.shape
+    bins = 1 << idx_bits
+    flat = (np.arange(rows, dtype=np.int64)[:, None] * bins + idx)[counted]
+    if weights is None:
+        # Integer counts: bincount without weights counts in int64, exactly.
+        hist = np.bincount(flat, minlength=rows * bins).astype(np.int64)
+    else:
+        weights = _check_int_array("weights", weights)
+        if weights.shape != idx.shape:
+            raise ValueError(f"weights must have shape {idx.shape}, not {weights.shape}")
+        if weights.size:
+            largest = max(-int(weights.min()), int(weights.max()))
+            if largest * length > _INT64_MAX:
+                raise ValueError(f"weights up to {largest} over K = {length} lanes could "
+                                 f"overflow the int64 histogram")
+        hist = np.zeros(rows * bins, dtype=np.int64)
+        np.add.at(hist, flat, weights[counted])          # int64 accumulation, no float
+    return hist.reshape(rows, bins)
+
+
+def index_distribution(idx, idx_bits, mask=None, weights=None):
+    """Compute the index histogram of one reduction, as the Index Distribution Counter does.
+
+    KLLM section IV-B: the counter one-hot decodes K indices into a K x 2**idx_bits matrix and
+    its bit counters sum the columns (K-Means x K-Means, "+1" per index); for Integer x
+    K-Means MatMuls the column sums are weighted by the integer operand ("+n", section III-B2,
+    Fig. 3(b)). SPEC section 2: the result equals ``numpy.bincount(idx[mask], weights=...,
+    minlength=2**idx_bits)``, computed here with integer arithmetic only.
+
+    Parameters
+    ----------
+    idx : array_like of int, shape (K,)
+        Indices, ``0 <= idx < 2**idx_bits``. K may be 0 (all-zero histogram).
+    idx_bits : int
+        Index width, 1..16.
+    mask : array_like of bool or 0/1 int, shape (K,), optional
+        Lane k counts only where ``mask[k]`` is 1. None counts every lane.
+    weights : array_like of int, shape (K,), optional
+        None for "kk" mode (+1 per counted index); signed integers for "ik" mode.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (2**idx_bits,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`index_distributions`; ``idx`` must be 1-D.
+    """
+    idx_bits = _check_int("idx_bits", idx_bits, 1, 16)
+    idx = _check_index_array("idx", idx, idx_bits)
+    _check_ndim("idx", idx, 1, "(K,)")
+    counted = _check_mask("mask", mask, idx.shape)
+    if weights is not None:
+        weights = _check_int_array("weights", weights)
+        if weights.shape != idx.shape:
+            raise ValueError(f"weights must have shape {idx.shape}, not {weights.shape}")
+        weights = weights[None]
+    return index_distributions(idx[None], idx_bits, counted[None], weights)[0]
+
+
+def counter_width(max_len, mode, weight_bits=4):
+    """Return the bin-counter width that holds any result of a reduction of up to ``max_len``.
+
+    * ``"kk"``: unsigned counters holding 0..max_len, so
+      ``width = ceil(log2(max_len + 1)) = max_len.bit_length()`` (4096 -> 13).
+    * ``"ik"``: two's complement counters holding
+      ``max_len * -2**(weight_bits-1) .. max_len * (2**(weight_bits-1) - 1)``. The smallest
+      ``w`` with ``-2**(w-1) <= low`` and ``high <= 2**(w-1) - 1``; since ``|low| > high`` this
+      is ``w = weight_bits + ceil(log2(max_len))`` (4096 lanes of 4-bit weights: -32768..28672,
+      16 bits).
+
+    Parameters
+    ----------
+    max_len : int
+        Longest reduction K, >= 1.
+    mode : str
+        ``"kk"`` or ``"ik"``.
+    weight_bits : int
+        Signed weight width in ``"ik"`` mode, 1..32 (ignored in ``"kk"`` mode).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If an argument has the wrong type.
+    ValueError
+        If ``max_len`` < 1, ``mode`` is unknown or ``weight_bits`` is outside 1..32.
+    """
+    max_len = _check_int("max_len", max_len, 1)
+    mode = _check_mode(mode)
+    if mode == "kk":
+        return max_len.bit_length()
+    weight_bits = _check_int("weight_bits", weight_bits, 1, 32)
+    low = -max_len * (1 << (weight_bits - 1))
+    high = max_len * ((1 << (weight_bits - 1)) - 1)
+    return 1 + max((-low - 1).bit_length(), high.bit_length())
+
+
+# --- K-Means quantization (section III-A) ----------------------------------------------------
+
+
+def kmeans_codebook(x, n_bits, sample_weight=None, seed=0, n_init=4, max_iter=300):
+    """Train a sorted codebook of ``2**n_bits`` centroids with (weighted) 1-D K-Means.
+
+    KLLM section III-A: one codebook of normalized centroids per layer, trained offline with a
+    weighted K-Means algorithm whose sample weights are Fisher-information values, which pulls
+    the centroids towards sensitive values. This golden model takes the sample weights as given
+    (computing Fisher information needs the network's gradients, e.g. the squared gradient of
+    the loss with respect to each value over a calibration set); any non-negative weights work.
+
+    Samples of equal value are merged (their weights added) before clustering: the weighted
+    K-Means objective is unchanged and clustering FP16-valued data gets much faster.
+
+    Degenerate input: if the samples of positive weight hold ``d <= 2**n_bits`` distinct
+    values, the codebook is exactly those values (the zero-error optimum), followed by
+    ``2**n_bits - d`` copies of the largest; no warning, no NaN. :func:`kmeans_quantize` maps
+    a value to the lowest index among equal nearest centroids, so the copies stay unused.
+
+    Parameters
+    ----------
+    x : array_like of float
+        Training values (any shape; flattened), finite, at least one.
+    n_bits : int
+        Index width n, 1..8.
+    sample_weight : array_like of float, optional
+        Non-negative finite weights of ``x``'s shape, not all zero. None: all 1.
+    seed : int
+        ``random_state`` of :class:`sklearn.cluster.KMeans` (0..2**32-1): same seed, same
+        codebook.
+    n_init : int
+        Number of k-means++ initialisations (best inertia kept), >= 1.
+    max_iter : int
+        Lloyd iterations per initialisation, >= 1 (scikit-learn's default tolerance, 1e-4 of
+        the data variance, may stop it earlier).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (2**n_bits,)
+        Centroids in non-decreasing order.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On a wrong type or value of any argument (the message names it).
+    """
+    from sklearn.cluster import KMeans
+
+    n_bits = _check_int("n_bits", n_bits, 1, 8)
+    seed = _check_int("seed", seed, 0, (1 << 32) - 1)
+    n_init = _check_int("n_init", n_init, 1)
+    max_iter = _check_int("max_iter", max_iter, 1)
+    x = _check_real_array("x", x)
+    if x.size == 0:
+        raise ValueError("x must hold at least one value")
+    if sample_weight is None:
+        weight = np.ones(x.shape)
+    else:
+        weight = _check_real_array("sample_weight", sample_weight)
+        if weight.shape != x.shape:
+            raise ValueError(f"sample_weight must have the shape of x {x.shape}, "
+                             f"not {weight.shape}")
+        if weight.size and weight.min() < 0:
+            raise ValueError("sample_weight must be non-negative")
+        if not weight.any():
+            raise ValueError("sample_weight must not be all zero")
+    x, weight = x.ravel(), weight.ravel()
+    keep = weight > 0
+    values, inverse = np.unique(x[keep], return_inverse=True)
+    merged = np.bincount(inverse.ravel(), weights=weight[keep], minlength=values.size)
+    clusters = 1 << n_bits
+    if values.size <= clusters:
+        return np.concatenate([values, np.full(clusters - values.size, values[-1])])
+    kmeans = KMeans(n_clusters=clusters, init="k-means++", n_init=n_init, max_iter=max_iter,
+                    random_state=seed, algorithm="lloyd")
+    kmeans.fit(values[:, None], sample_weight=merged)
+    return np.sort(kmeans.cluster_centers_[:, 0].astype(np.float64))
+
+
+def kmeans_quantize(x, centroids):
+    """Return the index of the nearest centroid for each element of ``x``.
+
+    Ties (``x`` exactly at the float64 midpoint of two neighbouring distinct centroids) and
+    duplicate centroids go to the lowest index.
+
+    Parameters
+    ----------
+    x : array_like of float
+        Finite values (any shape).
+    centroids : array_like of float, shape (C,)
+        Codebook in non-decreasing order (as :func:`kmeans_codebook` returns it).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape of ``x``
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``x`` or ``centroids`` are not finite reals, or ``centroids`` is not sorted.
+    """
+    x = _check_real_array("x", x)
+    centroids = _check_codebook("centroids", centroids)
+    if np.any(np.diff(centroids) < 0):
+        raise ValueError("centroids must be in non-decreasing order")
+    distinct, first = np.unique(centroids, return_index=True)
+    midpoints = distinct[:-1] + (distinct[1:] - distinct[:-1]) / 2
+    return first[np.searchsorted(midpoints, x, side="left")].astype(np.int64)
+
+
+def dequantize(idx, centroids):
+    """Look up ``centroids[idx]`` (the codebook lookup KLLM avoids in its MatMuls).
+
+    Parameters
+    ----------
+    idx : array_like of int
+        Indices, ``0 <= idx < len(centroids)``.
+    centroids : array_like of float, shape (C,)
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape of ``idx``
+    """
+    centroids = _check_codebook("centroids", centroids)
+    idx = np.asarray(idx)
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"idx must hold integers, not {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= centroids.size):
+        raise ValueError(f"idx must hold indices 0..{centroids.size - 1} into centroids")
+    return centroids[idx]
+
+
+def max_abs_scale(x, axis):
+    """Return ``max |x|`` along ``axis``: the quantization scale (0 for an all-zero slice).
+
+    Section III-A: per-output-channel scales for weights (``axis=0`` for B of shape K x N),
+    per-token scales for activations.
+    """
+    x = _check_real_array("x", x)
+    return np.max(np.abs(x), axis=axis)
+
+
+def _normalize(x, scale):
+    """``x / scale``, with 0 where the scale is 0 (an all-zero slice: no division, no NaN)."""
+    scale = np.asarray(scale, dtype=np.float64)
+    safe = np.where(scale > 0, scale, 1.0)
+    return np.where(scale > 0, x / safe, 0.0)
+
+
+class WeightQuantization(NamedTuple):
+    """K-Means-quantized weight matrix B (K x N): ``B ~ centroids[idx] * scale[None, :]``."""
+
+    idx: np.ndarray        #: int64, shape (K, N)
+    centroids: np.ndarray  #: float64, shape (2**n_bits,), normalized, shared by the layer
+    scale: np.ndarray      #: float64, shape (N,), one per output channel
+
+
+def quantize_weights(w, n_bits, sample_weight=None, seed=0, n_init=4):
+    """Quantize a weight matrix per output channel with one shared normalized codebook.
+
+    Section III-A (and V-A: 4-bit, per output channel, no outlier protection): each column n
+    of ``w`` (output channel n of ``Y = A @ w``) is divided by ``max_k |w[k, n]|``; one
+    codebook is trained on all normalized values; each value gets its nearest centroid.
+
+    Parameters
+    ----------
+    w : array_like of float, shape (K, N)
+    n_bits : int
+        Weight index width n_B, 1..8.
+    sample_weight : array_like of float, shape (K, N), optional
+        K-Means sample weights (e.g. Fisher information of the weights).
+    seed, n_init : int
+        Passed to :func:`kmeans_codebook`.
+
+    Returns
+    -------
+    WeightQuantization
+    """
+    w = _check_real_array("w", w)
+    _check_ndim("w", w, 2, "(K, N)")
+    scale = max_abs_scale(w, axis=0) if w.size else np.zeros(w.shape[1])
+    normalized = _normalize(w, scale)
+    centroids = kmeans_codebook(normalized, n_bits, sample_weight, seed, n_init)
+    return WeightQuantization(kmeans_quantize(normalized, centroids), centroids, scale)
+
+
+def _check_fraction(fraction):
+    if isinstance(fraction, (bool, np.bool_)) or not isinstance(
+            fraction, (int, float, np.integer, np.floating)):
+        raise TypeError(f"fraction must be a real number, not {fraction!r}")
+    fraction = float(fraction)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in range 0..1, not {fraction}")
+    return fraction
+
+
+def outliers_per_side(length, fraction):
+    """Return k, the number of largest and of smallest elements kept as outliers.
+
+    ``k = ceil(fraction * length / 2)`` evaluated in float64: ``fraction`` is the total outlier
+    fraction of a vector (KLLM keeps ~1 %, "the 0.5 % largest and the 0.5 % smallest",
+    sections III-A and IV-C). Rounding up protects at least the requested fraction and keeps
+    one outlier per side for any positive fraction (K = 4096 at 1 %: k = 21).
+
+    Parameters
+    ----------
+    length : int
+        Vector length, >= 0.
+    fraction : float
+        Total outlier fraction, 0..1.
+
+    Returns
+    -------
+    int
+    """
+    length = _check_int("length", length, 0)
+    fraction = _check_fraction(fraction)
+    return min(length, math.ceil(fraction * length / 2))
+
+
+def split_outliers(a, fraction=0.01):
+    """Split an activation vector into a dense inlier part and sparse FP16 outliers.
+
+    Sections III-D (Fig. 5) and IV-C: Orizuru marks the k largest and the k smallest elements
+    (``k`` from :func:`outliers_per_side`) as outliers; they are kept in FP16 and bypass
+    quantization, the rest is quantized. The two sides are selected independently and the
+    outlier set is their union (with ``2k > len`` they overlap). Elements are compared by value
+    (``-0.0 == +0.0``); among equal values the lower index is taken first.
+
+    Parameters
+    ----------
+    a : array_like of float, shape (K,)
+        Finite activation vector (one token).
+    fraction : float
+        Total outlier fraction, 0..1 (default 0.01).
+
+    Returns
+    -------
+    inliers : numpy.ndarray of float64, shape (K,)
+        ``a`` with the outliers set to 0.
+    outliers : tuple (indices, values)
+        ``indices`` (int64, ascending) and ``values`` (``float16``: the FP16 rounding of ``a``
+        at those indices, the one FP16 rounding in these models).
+    outlier_mask : numpy.ndarray of bool, shape (K,)
+        True at every outlier (Orizuru's mask). The Index Distribution Counter's lane mask is
+        its complement.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``a`` is not a finite real 1-D vector, ``fraction`` is outside 0..1, or an outlier
+        lies outside the binary16 range.
+    """
+    a_in = np.asarray(a)
+    a = _check_real_array("a", a)
+    _check_ndim("a", a, 1, "activation vector")
+    k = outliers_per_side(a.size, fraction)
+    outlier_mask = np.zeros(a.size, dtype=bool)
+    if k:
+        outlier_mask[np.argsort(a, kind="stable")[:k]] = True
+        outlier_mask[np.argsort(-a, kind="stable")[:k]] = True
+    indices = np.flatnonzero(outlier_mask).astype(np.int64)
+    source = a_in if a_in.dtype == np.float16 else a
+    with np.errstate(over="ignore"):
+        values = source[indices].astype(np.float16)
+    if np.any(np.isinf(values)):
+        raise ValueError("a holds outliers that overflow binary16 (|x| >= 65520)")
+    return np.where(outlier_mask, 0.0, a), (indices, values), outlier_mask
+
+
+class QuantizedActivation(NamedTuple):
+    """One token: ``a ~ scale * centroids[idx]`` where ``counted``, FP16 outliers elsewhere."""
+
+    idx: np.ndarray               #: int64 (K,): centroid indices; 0 at outlier lanes (padding)
+    counted: np.ndarray           #: bool (K,): the counter's lane mask (False at outliers)
+    scale: float                  #: per-token scale, max |inliers| (0 if all inliers are 0)
+    outlier_indices: np.ndarray   #: int64, ascending
+    outlier_values: np.ndarray    #: float16
+
+
+def quantize_activation(a, centroids, fraction=0.01):
+    """Quantize one activation token as KLLM does online (sections III-A, III-D).
+
+    The outliers are split off (:func:`split_outliers`), the per-token scale is the largest
+    inlier magnitude (the scale set by the outlier thresholds), and the normalized inliers are
+    mapped to the nearest of the offline ``centroids`` (the paper's online clustering step with
+    offline centroids). Outlier lanes carry index 0 and are masked out of the counter.
+
+    Parameters
+    ----------
+    a : array_like of float, shape (K,)
+    centroids : array_like of float, shape (2**n_A,)
+        Offline normalized activation codebook (:func:`activation_codebook`), sorted.
+    fraction : float
+        Total outlier fraction (default 0.01).
+
+    Returns
+    -------
+    QuantizedActivation
+    """
+    inliers, (indices, values), outlier_mask = split_outliers(a, fraction)
+    scale = float(max_abs_scale(inliers, axis=None)) if inliers.size else 0.0
+    idx = kmeans_quantize(_normalize(inliers, scale), centroids)
+    idx[outlier_mask] = 0
+    return QuantizedActivation(idx, ~outlier_mask, scale, indices, values)
+
+
+def dequantize_activation(q, centroids):
+    """Return the float64 activation that ``q`` represents (inliers and FP16 outliers)."""
+    if not isinstance(q, QuantizedActivation):
+        raise TypeError(f"q must be a QuantizedActivation, not {type(q).__name__}")
+    a = q.scale * dequantize(q.idx, centroids)
+    a[~q.counted] = 0.0
+    a[q.outlier_indices] = q.outlier_values.astype(np.float64)
+    return a
+
+
+def activation_codebook(tokens, n_bits, fraction=0.01, sample_weight=None, seed=0, n_init=4):
+    """Train the layer's normalized activation codebook offline on calibration tokens.
+
+    Section III-A / V-A: activation centroids are trained offline (the paper uses 16 C4
+    samples) with weighted K-Means, after excluding each token's outliers (section II-A2,
+    Fig. 2(b)) and normalizing each token by its own scale (:func:`quantize_activation`).
+
+    Parameters
+    ----------
+    tokens : array_like of float, shape (T, K)
+        Calibration activations, one token per row.
+    n_bits : int
+        Activation index width n_A, 1..8 (KLLM: 3 or 4).
+    fraction : float
+        Total outlier fraction per token (default 0.01).
+    sample_weight : array_like of float, shape (T, K), optional
+        K-Means weights (the paper: Fisher information of the activations).
+    seed, n_init : int
+        Passed to :func:`kmeans_codebook`.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (2**n_bits,)
+    """
+    tokens = _check_real_array("tokens", tokens)
+    _check_ndim("tokens", tokens, 2, "(T, K)")
+    if sample_weight is not None:
+        sample_weight = _check_real_array("sample_weight", sample_weight)
+        if sample_weight.shape != tokens.shape:
+            raise ValueError(f"sample_weight must have the shape of tokens {tokens.shape}, "
+                             f"not {sample_weight.shape}")
+    values, weights = [], []
+    for row, token in enumerate(tokens):
+        inliers, _, outlier_mask = split_outliers(token, fraction)
+        scale = max_abs_scale(inliers, axis=None) if inliers.size else 0.0
+        values.append(_normalize(inliers[~outlier_mask], scale))
+        if sample_weight is not None:
+            weights.append(sample_weight[row][~outlier_mask])
+    weights = np.concatenate(weights) if sample_weight is not None else None
+    return kmeans_codebook(np.concatenate(values), n_bits, weights, seed, n_init)
+
+
+# --- Index-based MatMul (section III-B, Fig. 3) ----------------------------------------------
+
+
+def product_codebook(ca, cb):
+    """Return the offline Cartesian-product codebook of the partial-sum matrix Y'.
+
+    Section III-B1, Fig. 3(a): ``codebook[concat(i, j)] = ca[i] * cb[j]`` with ``concat`` from
+    :func:`concat_indices` (activation index high), i.e. ``2**(n_A+n_B)`` FP products.
+    """
+    ca = _check_codebook("ca", ca)
+    cb = _check_codebook("cb", cb)
+    return np.outer(ca, cb).ravel()
+
+
+def _check_matmul_operands(a_idx, b_idx, a_bits, b_bits):
+    a_idx = _check_index_array("a_idx", a_idx, a_bits)
+    b_idx = _check_index_array("b_idx", b_idx, b_bits)
+    _check_ndim("a_idx", a_idx, 1, "(K,)")
+    _check_ndim("b_idx", b_idx, 2, "(K, N)")
+    if b_idx.shape[0] != a_idx.shape[0]:
+        raise ValueError(f"b_idx must have K = {a_idx.shape[0]} rows (the length of a_idx), "
+                         f"not {b_idx.shape[0]}")
+    return a_idx, b_idx
+
+
+def index_elementwise_product(a_idx, b_idx, ca, cb, a_bits, b_bits):
+    """Element-wise product of two K-Means-quantized tensors, by index concatenation.
+
+    Section III-B1, last paragraph (e.g. the gate x up product in LLaMA's FFN): only step 1 of
+    the index-based MatMul. The product is ``codebook[idx]``.
+
+    Returns
+    -------
+    idx : numpy.ndarray of int64
+        ``concat_indices(a_idx, b_idx, a_bits, b_bits)``.
+    codebook : numpy.ndarray of float64, shape (2**(a_bits + b_bits),)
+        :func:`product_codebook` of ``ca`` and ``cb``.
+    """
+    a_bits = _check_int("a_bits", a_bits, 1, 8)
+    b_bits = _check_int("b_bits", b_bits, 1, 8)
+    ca = _check_codebook("ca", ca, a_bits)
+    cb = _check_codebook("cb", cb, b_bits)
+    return concat_indices(a_idx, b_idx, a_bits, b_bits), product_codebook(ca, cb)
+
+
+def index_matmul_kk(a_idx, b_idx, ca, cb, a_bits, b_bits, mask=None):
+    """K-Means x K-Means MatMul ``Y = ca[a_idx] @ cb[b_idx]`` computed from indices.
+
+    Section III-B1, Fig. 3(a), scaling factors and outliers omitted as in the paper:
+    (1) concatenate the activation index (high) with each column's weight index (low);
+    (2) histogram each column's ``n_A + n_B``-bit indices with the Index Distribution Counter
+    (:func:`index_distribution`, "kk" mode); (3) reduce with ``2**(n_A+n_B)`` multiply-adds,
+    ``Y[n] = hist_n @ product_codebook(ca, cb)``.
+
+    Parameters
+    ----------
+    a_idx : array_like of int, shape (K,)
+        Activation indices (vector A, 1 x K).
+    b_idx : array_like of int, shape (K, N)
+        Weight indices (matrix B).
+    ca, cb : array_like of float
+        Codebooks of ``2**a_bits`` and ``2**b_bits`` centroids.
+    a_bits, b_bits : int
+        n_A and n_B, 1..8 each.
+    mask : array_like of bool or 0/1 int, shape (K,), optional
+        Rows k of the reduction that count (False: an outlier row, handled by the sparse
+        path). None counts all.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N,)
+    """
+    a_bits = _check_int("a_bits", a_bits, 1, 8)
+    b_bits = _check_int("b_bits", b_bits, 1, 8)
+    ca = _check_codebook("ca", ca, a_bits)
+    cb = _check_codebook("cb", cb, b_bits)
+    a_idx, b_idx = _check_matmul_operands(a_idx, b_idx, a_bits, b_bits)
+    counted = _check_mask("mask", mask, a_idx.shape)
+    length, columns = b_idx.shape
+    y_idx = concat_indices(np.broadcast_to(a_idx[:, None], b_idx.shape), b_idx, a_bits, b_bits)
+    hist = index_distributions(y_idx.T, a_bits + b_bits,
+                               mask=np.broadcast_to(counted, (columns, length)))
+    return hist @ product_codebook(ca, cb)
+
+
+def index_matmul_ik(a, b, centroids, idx_bits, integer_operand="b", mask=None):
+    """Integer x K-Means MatMul ``Y = A @ B`` with "+n" counting (section III-B2, Fig. 3(b)).
+
+    The integer operand needs no Cartesian product: its values are its indices, so the K-Means
+    operand's codebook serves as the codebook of Y', and the counter adds the integer value of
+    each lane to the bin of its K-Means index ("ik" mode of :func:`index_distribution`). Then
+    ``Y[n] = hist_n @ centroids``.
+
+    * ``integer_operand="b"`` (the paper's notation, "let vector A be K-Means-quantized and B
+      be integer-quantized"; section IV-B decodes A's indices and weights them by B): ``a``
+      holds K-Means indices (K,), ``b`` integers (K, N). Column n counts ``a`` weighted by
+      ``b[:, n]``.
+    * ``integer_operand="a"`` (the attention-score x V MatMul as the model runs it: integer
+      scores, K-Means V): ``a`` holds integers (K,), ``b`` K-Means indices (K, N). Column n
+      counts ``b[:, n]`` weighted by ``a``.
+
+    Integers are taken as given (signed, zero point already removed); their scale and the
+    K-Means scale multiply Y outside this function.
+
+    Parameters
+    ----------
+    a : array_like of int, shape (K,)
+    b : array_like of int, shape (K, N)
+    centroids : array_like of float, shape (2**idx_bits,)
+        Codebook of the K-Means operand.
+    idx_bits : int
+        K-Means index width, 1..16.
+    integer_operand : str
+        ``"b"`` (default) or ``"a"``.
+    mask : array_like of bool or 0/1 int, shape (K,), optional
+        Rows of the reduction that count. None counts all.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N,)
+    """
+    idx_bits = _check_int("idx_bits", idx_bits, 1, 16)
+    centroids = _check_codebook("centroids", centroids, idx_bits)
+    if not isinstance(integer_operand, str):
+        raise TypeError(f"integer_operand must be a string, not {integer_operand!r}")
+    if integer_operand not in ("a", "b"):
+        raise ValueError(f"integer_operand must be 'a' or 'b', not {integer_operand!r}")
+    if integer_operand == "b":
+        a = _check_index_array("a", a, idx_bits)
+        b = _check_int_array("b", b)
+    else:
+        a = _check_int_array("a", a)
+        b = _check_index_array("b", b, idx_bits)
+    _check_ndim("a", a, 1, "(K,)")
+    _check_ndim("b", b, 2, "(K, N)")
+    if b.shape[0] != a.shape[0]:
+        raise ValueError(f"b must have K = {a.shape[0]} rows (the length of a), "
+                         f"not {b.shape[0]}")
+    counted = _check_mask("mask", mask, a.shape)
+    length, columns = b.shape
+    rows_a = np.broadcast_to(a, (columns, length))
+    rows_mask = np.broadcast_to(counted, (columns, length))
+    if integer_operand == "b":
+        hist = index_distributions(rows_a, idx_bits, rows_mask, weights=b.T)
+    else:
+        hist = index_distributions(b.T, idx_bits, rows_mask, weights=rows_a)
+    return hist @ centroids
+
+
+def _check_weight_operands(b_idx, cb, b_scale):
+    b_bits = _codebook_bits("cb", cb)
+    cb = _check_codebook("cb", cb)
+    b_idx = _check_index_array("b_idx", b_idx, b_bits)
+    _check_ndim("b_idx", b_idx, 2, "(K, N)")
+    b_scale = _check_real_array("b_scale", b_scale)
+    if b_scale.shape != (b_idx.shape[1],):
+        raise ValueError(f"b_scale must have shape ({b_idx.shape[1]},) (one scale per output "
+                         f"channel), not {b_scale.shape}")
+    return b_idx, cb, b_scale, b_bits
+
+
+def _kllm_parts(q, ca, b_idx, cb, b_scale, a_bits, b_bits, dense_scale, weight_divisor):
+    """Dense index path and sparse FP16 path of Fig. 5 for a quantized token ``q``."""
+    dense = index_matmul_kk(q.idx, b_idx, ca, cb, a_bits, b_bits, mask=q.counted)
+    y_dense = dense_scale * b_scale * dense
+    # Sparse path: the outlier rows of B are dequantized (codebook lookup) and multiplied by the
+    # FP16 outlier values. An RMSNorm denominator is folded into the weight centroids here.
+    cb_sparse = cb / weight_divisor
+    b_outlier = cb_sparse[b_idx[q.outlier_indices]] * b_scale
+    y_sparse = q.outlier_values.astype(np.float64) @ b_outlier
+    return y_dense, y_sparse
+
+
+def kllm_matmul(a, ca, b_idx, cb, b_scale, fraction=0.01, return_parts=False):
+    """The full KLLM MatMul of Fig. 5: ``Y = A @ B`` with outliers and scaling factors.
+
+    Section III-D: Orizuru splits the FP16 activation A into FP16 outliers A_o and inliers A_i;
+    A_i is quantized per token (:func:`quantize_activation`) and multiplied with the weight
+    indices by the index-based scheme (:func:`index_matmul_kk` with the outlier rows masked);
+    the product of the two scales, ``s_A * s_B[n]``, is applied to that result Y_i; the outlier
+    rows of B are dequantized and multiplied with A_o (sparse FP16 path, Y_o);
+    ``Y = Y_i + Y_o``. All in float64 except the FP16 outlier values.
+
+    Parameters
+    ----------
+    a : array_like of float, shape (K,)
+        Input activation (one token; ``float16`` in the paper).
+    ca : array_like of float, shape (2**n_A,)
+        Normalized activation codebook, sorted.
+    b_idx : array_like of int, shape (K, N)
+        Weight indices.
+    cb : array_like of float, shape (2**n_B,)
+        Normalized weight codebook.
+    b_scale : array_like of float, shape (N,)
+        Per-output-channel weight scales.
+    fraction : float
+        Total activation outlier fraction (default 0.01).
+    return_parts : bool
+        Also return ``Y_i`` and ``Y_o``.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N,)
+        Y, or ``(Y, Y_i, Y_o)`` with ``return_parts``.
+    """
+    a_bits = _codebook_bits("ca", ca)
+    b_idx, cb, b_scale, b_bits = _check_weight_operands(b_idx, cb, b_scale)
+    q = quantize_activation(a, ca, fraction)
+    if q.idx.shape[0] != b_idx.shape[0]:
+        raise ValueError(f"b_idx must have K = {q.idx.shape[0]} rows (the length of a), "
+                         f"not {b_idx.shape[0]}")
+    y_dense, y_sparse = _kllm_parts(q, ca, b_idx, cb, b_scale, a_bits, b_bits, q.scale, 1.0)
+    y = y_dense + y_sparse
+    return (y, y_dense, y_sparse) if return_parts else y
+
+
+# --- Index-based nonlinear operations (section III-C, Fig. 4) --------------------------------
+
+
+def silu(x):
+    """SiLU (Eq. 2), ``x / (1 + exp(-x))``, in float64."""
+    x = _check_real_array("x", x, finite=False)
+    with np.errstate(over="ignore"):
+        return x / (1.0 + np.exp(-x))
+
+
+def apply_elementwise(centroids, fn, scale=1.0):
+    """Apply an R -> R function to a quantized tensor by replacing its codebook.
+
+    Section III-C1: the output has the same index vector as the input; its centroids are
+    ``fn`` of the input centroids, 2**n evaluations instead of one per element.
+
+    With per-token scaling (section III-A) the function sees ``scale * c``, not ``c``: unless
+    ``fn`` is positively homogeneous (ReLU), SiLU(s * c) != s * SiLU(c). This model therefore
+    returns ``fn(scale * centroids)`` as an absolute-valued codebook (output scale 1): 2**n
+    evaluations per token, or offline if ``scale`` is fixed. FP16 outliers go through ``fn``
+    directly.
+
+    Parameters
+    ----------
+    centroids : array_like of float, shape (C,)
+    fn : callable
+        Vectorized R -> R function (e.g. :func:`silu`).
+    scale : float
+        Scale of the token the codebook is applied to (default 1: the normalized codebook).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (C,)
+
+    Raises
+    ------
+    TypeError
+        If ``fn`` is not callable.
+    ValueError
+        If ``fn`` changes the shape or returns a non-finite centroid.
+    """
+    centroids = _check_codebook("centroids", centroids)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, not {fn!r}")
+    scale = float(_check_real_array("scale", scale))
+    out = np.asarray(fn(scale * centroids), dtype=np.float64)
+    if out.shape != centroids.shape:
+        raise ValueError(f"fn must return one value per centroid (shape {centroids.shape}), "
+                         f"not shape {out.shape}")
+    if not np.all(np.isfinite(out)):
+        raise ValueError("fn returned a non-finite output centroid")
+    return out
+
+
+def rmsnorm(x, eps=0.0):
+    """RMSNorm (Eq. 3) along the last axis: ``x / sqrt(mean(x**2) + eps)``, float64.
+
+    The learned gain is taken as folded into the next layer's weights (a per-input-channel
+    scale of B's rows, applied offline before quantization) and so is not part of this model.
+    """
+    x = _check_real_array("x", x)
+    eps = float(_check_real_array("eps", eps))
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def rms_from_indices(q, ca, eps=0.0):
+    """RMS of a quantized token from its index histogram (section III-C2, Fig. 4 steps 1-2).
+
+    Step 1 squares the 2**n centroids (:func:`apply_elementwise`), not the K elements; step 2
+    reduces with the index histogram (:func:`index_distribution`, the same counter as the
+    MatMul): ``sum x**2 = s_A**2 * hist @ ca**2 + sum(outliers**2)``, 2**n MACs plus one per
+    FP16 outlier. Returns ``sqrt(sum / K + eps)``.
+    """
+    if not isinstance(q, QuantizedActivation):
+        raise TypeError(f"q must be a QuantizedActivation, not {type(q).__name__}")
+    a_bits = _codebook_bits("ca", ca)
+    eps = float(_check_real_array("eps", eps))
+    squares = apply_elementwise(ca, np.square)
+    hist = index_distribution(q.idx, a_bits, mask=q.counted)
+    outliers = q.outlier_values.astype(np.float64)
+    total = q.scale ** 2 * (hist @ squares) + outliers @ outliers
+    return math.sqrt(total / q.idx.size + eps)
+
+
+def kllm_rmsnorm_matmul(a, ca, b_idx, cb, b_scale, fraction=0.01, eps=0.0):
+    """``RMSNorm(A) @ B`` with the RMSNorm fused into the KLLM MatMul (section III-C2, Fig. 4).
+
+    The MatMul runs on the quantized un-normalized A, in parallel with the RMS (computed by
+    :func:`rms_from_indices`); the division is delayed and folded into the scaling factors,
+    which is correct because the MatMul is linear. This model's reading of "incorporated into
+    the input activation's scaling factor and the weight matrix's centroids": the dense index
+    path uses the activation scale ``s_A / rms`` (one division), the sparse FP16 outlier path
+    uses the weight centroids ``cb / rms`` (2**n_B divisions).
+
+    Parameters
+    ----------
+    a, ca, b_idx, cb, b_scale, fraction
+        As :func:`kllm_matmul`.
+    eps : float
+        Added to the mean square before the square root (Eq. 3 has none; LLaMA uses ~1e-6).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N,)
+
+    Raises
+    ------
+    ValueError
+        Besides argument errors: if the RMS is 0 (an all-zero ``a`` with ``eps = 0``).
+    """
+    a_bits = _codebook_bits("ca", ca)
+    b_idx, cb, b_scale, b_bits = _check_weight_operands(b_idx, cb, b_scale)
+    q = quantize_activation(a, ca, fraction)
+    if q.idx.shape[0] != b_idx.shape[0]:
+        raise ValueError(f"b_idx must have K = {q.idx.shape[0]} rows (the length of a), "
+                         f"not {b_idx.shape[0]}")
+    rms = rms_from_indices(q, ca, eps)
+    if rms == 0.0:
+        raise ValueError("a is all zero and eps is 0: the RMS is 0")
+    y_dense, y_sparse = _kllm_parts(q, ca, b_idx, cb, b_scale, a_bits, b_bits,
+                                    q.scale / rms, rms)
+    return y_dense + y_sparse

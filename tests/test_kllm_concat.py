@@ -175,3 +175,12 @@ def test_waves_on_request_only():
     traced = run_testbench("kllm_concat", params, testcase="corner_beats_full_rate", waves=True)
     dump = Path(traced["run_dir"]) / f"dump.{wave_format()}"
     assert dump.is_file() and dump.stat().st_size > 0
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(__import__("shutil").which("iverilog") is None,
+                    reason="Icarus Verilog (optional second simulator) is not installed")
+def test_bench_on_icarus():
+    metrics = run_testbench("kllm_concat", {"lanes": 4}, sim="icarus",
+                            extra_env={"QLLM_BEATS": 2_000})
+    assert metrics["tests"] == 2

@@ -93,6 +93,40 @@ def config_key(unit, params, sim, waves):
     return key
 
 
+def _ports_only_verilator():
+    """The cocotb Verilator runner, minus ``--public-flat-rw``.
+
+    cocotb's runner makes every signal public, which keeps each of Yosys's temporaries alive as
+    a C++ member: the 256-bin counter then compiled for over 5 minutes (2.5 MB class header,
+    90 MB pre-compiled headers). Our benches touch only the ports, so only the ports are made
+    public, by a control file (:func:`_ports_control_file`). Waves still show every signal.
+    """
+    from cocotb_tools.runner import Verilator
+
+    class PortsOnlyVerilator(Verilator):
+        def _build_command(self):
+            commands = super()._build_command()
+            if "--public-flat-rw" not in commands[0]:
+                raise RuntimeError("cocotb's Verilator build command changed: "
+                                   "update verif/runner.py:_ports_only_verilator")
+            commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
+            return commands
+
+    return PortsOnlyVerilator()
+
+
+def _ports_control_file(path, top, manifest):
+    """Write a Verilator control file that makes the top level's ports public."""
+    ports = ["clk", "rst"] + [f"{name}__{signal}" for name in manifest["ports"]
+                              for signal in ("valid", "ready", "payload")]
+    lines = ["`verilator_config"]
+    lines += [f'public_flat_rw -module "{top}" -var "{port}"' for port in ports]
+    text = "\n".join(lines) + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
 @contextmanager
 def _locked(path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,15 +158,20 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     if mutation is not None:
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
-    runner = get_runner(sim)
+    runner = _ports_only_verilator() if sim == "verilator" else get_runner(sim)
     with _locked(build_dir.with_suffix(".lock")):
         verilog = generate(unit, resolved, build_dir / "rtl")
+        manifest = json.loads(verilog.with_suffix(".json").read_text())
+        sources = [verilog]
+        if sim == "verilator":
+            sources.insert(0, _ports_control_file(build_dir / "rtl" / "ports.vlt", unit, manifest))
         if mutation is not None:
             mutant = verilog.with_name(f"{unit}_mutant.v")
             text = mutation[1](verilog.read_text())
             if not mutant.exists() or mutant.read_text() != text:
                 mutant.write_text(text)
             verilog = mutant
+            sources[-1] = mutant
         build_args = []
         if sim == "verilator":
             build_args = ["-Wno-fatal", "-O3"]
@@ -143,16 +182,19 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
                           "headers (e.g. liblz4-dev, zlib1g-dev), which were not found",
                           file=sys.stderr)
                 build_args += [f"--trace-{fmt}", "--trace-structs"]
-        runner.build(
-            sources=[verilog],
-            hdl_toplevel=unit,
-            build_dir=build_dir,
-            build_args=build_args,
-            timescale=("1ns", "1ps"),
-            waves=waves,
-            log_file=build_dir / "build.log",
-        )
-    manifest = json.loads((build_dir / "rtl" / f"{unit}.json").read_text())
+        try:
+            runner.build(
+                sources=sources,
+                hdl_toplevel=unit,
+                build_dir=build_dir,
+                build_args=build_args,
+                timescale=("1ns", "1ps"),
+                waves=waves,
+                log_file=build_dir / "build.log",
+            )
+        except (RuntimeError, SystemExit) as error:
+            raise BenchFailure(f"{unit}: {sim} build failed ({error})"
+                               f"{_log_tail(build_dir / 'build.log')}") from None
     return runner, build_dir, manifest
 
 
@@ -201,8 +243,10 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.update({key: str(value) for key, value in (extra_env or {}).items()})
+    sim_log = test_dir / "sim.log"
     try:
         runner.test(
+            log_file=sim_log,
             test_module=UNITS[unit].testbench,
             hdl_toplevel=unit,
             build_dir=build_dir,
@@ -214,16 +258,33 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
             waves=waves,
             timescale=("1ns", "1ps"),
         )
-    except SystemExit as exc:  # the cocotb runner exits on failures when run under pytest
-        raise BenchFailure(f"{unit} bench failed (exit {exc.code}); see {test_dir}") from None
+    except (SystemExit, RuntimeError):
+        # The cocotb runner exits on failed tests under pytest and raises when the simulator
+        # itself fails; the results file (if any) and the log say which.
+        pass
     try:
         tests, failed = get_results(results)
     except RuntimeError as error:
-        raise BenchFailure(str(error)) from None
+        raise BenchFailure(f"{unit}: {error}{_log_tail(sim_log)}") from None
     if tests == 0 or failed:
-        raise BenchFailure(f"{unit}: {failed} of {tests} cocotb tests failed; see {test_dir}")
+        raise BenchFailure(f"{unit}: {failed} of {tests} cocotb tests failed"
+                           f"{_log_tail(sim_log, failures_only=True)}")
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics["tests"] = tests
     metrics["manifest"] = manifest
     metrics["run_dir"] = str(test_dir)
     return metrics
+
+
+def _log_tail(path, lines=30, *, failures_only=False):
+    """The end of a log for an error message; with ``failures_only``, the lines that explain a
+    failed cocotb test (assertion messages and FAIL results) come first."""
+    path = Path(path)
+    if not path.is_file():
+        return f"\n(no log at {path})"
+    text = path.read_text(errors="replace").splitlines()
+    picked = text[-lines:]
+    if failures_only:
+        keys = ("Error", "FAIL", "assert", "mismatch", "beats")
+        picked = [line for line in text if any(key in line for key in keys)][-lines:] or picked
+    return f"\n{path}:\n" + "\n".join(picked)

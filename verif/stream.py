@@ -66,6 +66,7 @@ class StreamDriver(_StreamPort):
         super().__init__(dut, name, clock, valid_probability, rng)
         self.queue = deque()
         self.sent = 0
+        self.transfer_cycles = []
         self.valid.value = 0
 
     def send(self, words):
@@ -97,6 +98,7 @@ class StreamDriver(_StreamPort):
                 self.queue.popleft()
                 self._holding = False
                 self.sent += 1
+                self.transfer_cycles.append(self.cycles)
 
 
 class StreamMonitor(_StreamPort):

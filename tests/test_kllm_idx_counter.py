@@ -1,0 +1,139 @@
+# amaranth: UnusedElaboratable=no
+# (parameter-error tests build components whose constructor raises on purpose)
+"""kllm_idx_counter: parameter checks, counter width, elaboration, benches, mutation, synthesis."""
+
+import re
+
+import pytest
+from amaranth.back import verilog
+
+from gen import generate
+from golden.kllm import counter_width
+from hdl.kllm_idx_counter import KllmIdxCounter
+from verif.runner import BenchFailure, run_testbench
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"n_inputs": 0}, ValueError, r"n_inputs must be in range 1\.\.64, not 0"),
+    ({"n_inputs": 65}, ValueError, r"n_inputs must be in range 1\.\.64, not 65"),
+    ({"idx_bits": 0}, ValueError, r"idx_bits must be in range 1\.\.10, not 0"),
+    ({"idx_bits": 11}, ValueError, r"idx_bits must be in range 1\.\.10, not 11"),
+    ({"mode": "kmeans"}, ValueError, r"mode must be one of 'kk', 'ik', not 'kmeans'"),
+    ({"max_len": 0}, ValueError, r"max_len must be in range 1\.\., not 0"),
+    ({"max_len": 1 << 32}, ValueError, r"max_len=4294967296 needs a 33-bit counter"),
+    ({"mode": "ik", "max_len": 1 << 29}, ValueError,
+     r"max_len=536870912 needs a 33-bit counter in mode 'ik'"),
+    ({"mode": "ik", "weight_bits": 1}, ValueError, r"weight_bits must be in range 2\.\.8, not 1"),
+    ({"mode": "kk", "weight_bits": 4}, ValueError, r"weight_bits applies to mode 'ik' only"),
+    ({"n_inputs": 16.0}, TypeError, r"n_inputs must be an integer, not 16\.0"),
+    ({"max_len": "4096"}, TypeError, r"max_len must be an integer, not '4096'"),
+])
+def test_invalid_parameters_name_the_parameter(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        KllmIdxCounter(**kwargs)
+
+
+@pytest.mark.parametrize("mode,weight_bits,max_len", [
+    ("kk", None, 1), ("kk", None, 15), ("kk", None, 16), ("kk", None, 4096),
+    ("kk", None, (1 << 32) - 1), ("ik", 4, 1), ("ik", 4, 4096), ("ik", 2, 3), ("ik", 8, 1000),
+    ("ik", 8, 1 << 24),
+])
+def test_counter_width_matches_the_golden_derivation(mode, weight_bits, max_len):
+    unit = KllmIdxCounter(mode=mode, weight_bits=weight_bits, max_len=max_len, idx_bits=1,
+                          n_inputs=1)
+    assert unit.count_bits == counter_width(max_len, mode, weight_bits or 4)
+
+
+def test_paper_configuration_widths():
+    # 16 inputs, 256 bins, K up to 4096: 0..4096 needs 13 bits.
+    assert KllmIdxCounter().count_bits == 13
+    # ik, 4-bit weights: -8 * 4096 .. 7 * 4096 = -32768 .. 28672 needs 16 bits.
+    assert KllmIdxCounter(mode="ik", idx_bits=4).count_bits == 16
+
+
+def test_verilog_ports_follow_the_spec():
+    text = verilog.convert(KllmIdxCounter(n_inputs=4, idx_bits=3, mode="ik", max_len=20),
+                           name="kllm_idx_counter", emit_src=False)
+    header = re.search(r"module kllm_idx_counter\((.*?)\);", text, re.S)
+    ports = {port.strip() for port in header.group(1).split(",")}
+    assert ports == {"clk", "rst", "i__valid", "i__ready", "i__payload",
+                     "o__valid", "o__ready", "o__payload"}
+    # idx 4x3 + weight 4x4 + mask 4 + last 1 = 33; count (20 * -8 = -160 -> 9 bits) + last.
+    assert "input [32:0] i__payload;" in text
+    assert "output [9:0] o__payload;" in text
+
+
+# --- benches ---------------------------------------------------------------------------------
+
+BENCH_CONFIGS = [
+    # The paper configuration: 16 inputs, 256 bins, K up to 4096.
+    pytest.param({}, 40, id="kllm-a4-256bins"),
+    pytest.param({"idx_bits": 6}, 100, id="w3a3-64bins"),
+    pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),
+    # 2,000 reductions in each mode under backpressure; small bins keep the readout short.
+    pytest.param({"idx_bits": 4}, 2000, id="kk-16bins"),
+    # Odd sizes and a short max_len (5-bit counter) so that wrapping is exercised cheaply.
+    pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20}, 500, id="kk-5in-maxlen20"),
+    pytest.param({"n_inputs": 3, "idx_bits": 2, "mode": "ik", "weight_bits": 3, "max_len": 9},
+                 500, id="ik-3in-maxlen9"),
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("params,reductions", BENCH_CONFIGS)
+def test_bench(params, reductions):
+    metrics = run_testbench("kllm_idx_counter", params,
+                            extra_env={"QLLM_REDUCTIONS": reductions, "QLLM_COLUMNS": 3})
+    assert metrics["tests"] == 3
+    assert metrics["random_reductions_backpressure"]["reductions"] == reductions
+    throughput = metrics["sustained_throughput"]
+    unit = KllmIdxCounter(**params)
+    if throughput["k"] // unit.n_inputs >= unit.bins:
+        assert throughput["indices_per_cycle"] == unit.n_inputs
+
+
+# The mutants below are for MUTANT_PARAMS: idx (5 x 3 bits) fills beat[14:0], mask beat[19:15].
+MUTANT_PARAMS = {"n_inputs": 5, "idx_bits": 3, "max_len": 20}
+
+
+def _ignore_lane0_mask(text):
+    """Lane 0 counts even when masked: its mask bit (beat[15]) is replaced by 1 in every bin."""
+    pattern = re.compile(r"& beat\[15\];")
+    assert len(pattern.findall(text)) == 8, "mutation site not found: update the mutation"
+    return pattern.sub("& 1'h1;", text)
+
+
+def _readout_one_bin_short(text):
+    """The readout ends (and flags last) at bin 6 of 8."""
+    pattern = re.compile(r"assign at_last_bin = pointer == 3'h7;")
+    assert len(pattern.findall(text)) == 1, "mutation site not found: update the mutation"
+    return pattern.sub("assign at_last_bin = pointer == 3'h6;", text)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mutation", [("nomask", _ignore_lane0_mask),
+                                      ("short", _readout_one_bin_short)],
+                         ids=["ignores-mask", "short-readout"])
+def test_bench_fails_on_broken_rtl(mutation):
+    with pytest.raises(BenchFailure):
+        run_testbench("kllm_idx_counter", MUTANT_PARAMS,
+                      extra_env={"QLLM_REDUCTIONS": 50, "QLLM_COLUMNS": 1}, mutation=mutation)
+
+
+# --- synthesis -------------------------------------------------------------------------------
+
+
+@pytest.mark.synth
+def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path):
+    from fpga.yosys import synth
+
+    params = {"n_inputs": 4, "idx_bits": 3, "max_len": 20}
+    source = generate("kllm_idx_counter", params, tmp_path / "v")
+    result = synth(source, "kllm_idx_counter", "ice40", tmp_path / "synth")
+    # 8 bins x 5-bit accumulators, 8 x 5-bit readout bank, the beat register
+    # (4 x 3 idx + 4 mask + 1 last), valid, fresh, busy and a 3-bit pointer.
+    minimum = 8 * 5 * 2 + 17 + 1 + 1 + 1 + 3
+    assert result.metrics["FF"] >= minimum - 2  # Yosys may merge a constant flop or two
+    assert result.metrics["LUT"] > 0

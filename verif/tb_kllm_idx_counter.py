@@ -1,0 +1,186 @@
+"""cocotb test bench for ``kllm_idx_counter`` against :func:`golden.kllm.index_distribution`.
+
+A reduction is a list of K (index, weight, mask) entries. It is sent as ``ceil(K / n_inputs)``
+beats; lanes past K are padding with random indices and mask 0, and ``last`` marks the final
+beat. The expected output is the golden histogram of the reduction (unmasked entries only),
+``2**idx_bits`` beats in bin order with ``last`` on the final bin; counts wrap modulo
+``2**count_bits`` (two's complement in ik mode), the unit's documented behaviour past
+``max_len``.
+
+Tests
+-----
+directed_reductions
+    K not a multiple of n_inputs, every lane masked, every index equal, extreme weights, a
+    single entry, K = max_len with one index (the largest count that must not overflow), and
+    one reduction past the counter's range (wraps).
+random_reductions_backpressure
+    ``QLLM_REDUCTIONS`` random reductions (random K, random masks, back to back) under random
+    gaps on ``i.valid`` and ``o.ready``; every bin of every histogram is compared.
+sustained_throughput
+    No backpressure, reductions of K = max_len: checks that the input never stalls when a
+    reduction has at least ``2**idx_bits`` beats (readout fully overlapped) and records
+    indices per cycle and cycles per column.
+"""
+
+import os
+
+import cocotb
+import numpy as np
+
+from golden.kllm import index_distribution
+from verif.bench import Bench, record_metrics
+
+
+class Reductions:
+    """Builds the beats of a sequence of reductions and their expected histograms."""
+
+    def __init__(self, params, count_bits, rng):
+        self.n = params["n_inputs"]
+        self.idx_bits = params["idx_bits"]
+        self.ik = params["mode"] == "ik"
+        self.weight_bits = params.get("weight_bits") or 4
+        self.count_bits = count_bits
+        self.rng = rng
+        self.beats = {"idx": [], "mask": [], "last": []}
+        if self.ik:
+            self.beats["weight"] = []
+        self.expected = []
+        self.entries = 0
+
+    def random_weights(self, size):
+        half = 1 << (self.weight_bits - 1)
+        return self.rng.integers(-half, half, size)
+
+    def add(self, idx, mask, weights=None):
+        """Queue one reduction of ``len(idx)`` entries (``len(idx) >= 1``)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        mask = np.asarray(mask, dtype=bool)
+        k = len(idx)
+        beats = -(-k // self.n)
+        pad = beats * self.n - k
+        lane_idx = np.concatenate([idx, self.rng.integers(0, 1 << self.idx_bits, pad)])
+        lane_mask = np.concatenate([mask, np.zeros(pad, dtype=bool)])
+        self.beats["idx"].append(lane_idx.reshape(beats, self.n))
+        bit_values = 1 << np.arange(self.n, dtype=object)
+        self.beats["mask"].append(lane_mask.reshape(beats, self.n).astype(object) @ bit_values)
+        last = np.zeros(beats, dtype=np.int64)
+        last[-1] = 1
+        self.beats["last"].append(last)
+        if self.ik:
+            weights = np.asarray(weights, dtype=np.int64)
+            padded = np.concatenate([weights, self.random_weights(pad)])
+            self.beats["weight"].append(padded.reshape(beats, self.n))
+        histogram = index_distribution(idx, self.idx_bits, mask=mask,
+                                       weights=weights if self.ik else None)
+        self.expected.append(self.wrap(histogram))
+        self.entries += int(mask.sum())
+
+    def add_random(self, k):
+        idx = self.rng.integers(0, 1 << self.idx_bits, k)
+        mask = self.rng.random(k) < self.rng.choice([1.0, 0.9, 0.5])
+        self.add(idx, mask, self.random_weights(k) if self.ik else None)
+
+    def wrap(self, histogram):
+        modulus = 1 << self.count_bits
+        wrapped = np.mod(histogram, modulus)
+        if self.ik:
+            wrapped = np.where(wrapped >= modulus // 2, wrapped - modulus, wrapped)
+        return wrapped
+
+    def input_fields(self):
+        return {name: np.concatenate(parts) for name, parts in self.beats.items()}
+
+    def output_fields(self):
+        counts = np.concatenate(self.expected)
+        bins = 1 << self.idx_bits
+        last = np.tile((np.arange(bins) == bins - 1).astype(np.int64), len(self.expected))
+        return {"count": counts, "last": last}
+
+
+def count_bits(bench):
+    return bench.manifest["ports"]["o"]["payload"]["fields"][0]["shape"]["width"]
+
+
+async def run(bench, reductions, *, max_cycles):
+    await bench.start()
+    beats = bench.send("i", reductions.input_fields())
+    expected = reductions.output_fields()
+    await bench.wait_for("o", len(expected["count"]), max_cycles=max_cycles)
+    bench.check("o", expected)
+    return beats
+
+
+@cocotb.test()
+async def directed_reductions(dut):
+    bench = Bench(dut)
+    p = bench.params
+    r = Reductions(p, count_bits(bench), bench.rng)
+    n, top = p["n_inputs"], (1 << p["idx_bits"]) - 1
+    half = 1 << ((p.get("weight_bits") or 4) - 1)
+    ones = lambda k: np.ones(k, dtype=bool)  # noqa: E731
+    weights = lambda k: r.random_weights(k) if r.ik else None  # noqa: E731
+
+    r.add(r.rng.integers(0, top + 1, 3 * n + 5), ones(3 * n + 5), weights(3 * n + 5))  # K % n != 0
+    r.add(r.rng.integers(0, top + 1, 2 * n), np.zeros(2 * n, bool), weights(2 * n))  # all masked
+    r.add(np.full(2 * n + 1, top), ones(2 * n + 1), weights(2 * n + 1))  # one index everywhere
+    r.add([0], [True], [half - 1] if r.ik else None)  # a single entry
+    if r.ik:
+        r.add(np.full(n, 1), ones(n), np.full(n, half - 1))  # largest positive weights
+        r.add(np.full(n, 2), ones(n), np.full(n, -half))  # most negative weights
+        r.add(np.full(p["max_len"], 3 % (top + 1)), ones(p["max_len"]), np.full(p["max_len"], -half))
+    else:
+        r.add(np.full(p["max_len"], top), ones(p["max_len"]))  # K = max_len, no overflow
+    # Past the counter's range: 2**count_bits identical entries (+ weight 1) wrap to 0 (+n).
+    past = (1 << r.count_bits) + n
+    r.add(np.full(past, 1 % (top + 1)), ones(past), np.ones(past, dtype=np.int64) if r.ik else None)
+    assert r.expected[2][top] != 0 or r.ik
+    await run(bench, r, max_cycles=20 * (past + p["max_len"]) + 1000 * (top + 1))
+
+
+@cocotb.test()
+async def random_reductions_backpressure(dut):
+    bench = Bench(dut, valid_probability=0.8, ready_probability=0.7, seed_offset=1)
+    p = bench.params
+    r = Reductions(p, count_bits(bench), bench.rng)
+    count = int(os.environ.get("QLLM_REDUCTIONS", 200))
+    max_k = min(p["max_len"], 6 * p["n_inputs"])
+    for k in bench.rng.integers(1, max_k + 1, count):
+        r.add_random(int(k))
+    bins = 1 << p["idx_bits"]
+    await run(bench, r, max_cycles=40 * count * (bins + 6))
+    record_metrics("random_reductions_backpressure", reductions=count, entries=r.entries,
+                   output_beats=count * bins, beats=count * bins,
+                   seconds=bench.wall_seconds,
+                   beats_per_second=count * bins / bench.wall_seconds)
+
+
+@cocotb.test()
+async def sustained_throughput(dut):
+    bench = Bench(dut, seed_offset=2)
+    p = bench.params
+    r = Reductions(p, count_bits(bench), bench.rng)
+    n, bins = p["n_inputs"], 1 << p["idx_bits"]
+    columns = int(os.environ.get("QLLM_COLUMNS", 4))
+    k = p["max_len"] - p["max_len"] % n or n  # whole beats, the paper's K = 4096 by default
+    for _ in range(columns):
+        r.add(r.rng.integers(0, bins, k), np.ones(k, dtype=bool),
+              r.random_weights(k) if r.ik else None)
+    await run(bench, r, max_cycles=4 * columns * (k // n + bins) + 100)
+    cycles = bench.drivers["i"].transfer_cycles
+    input_cycles = cycles[-1] - cycles[0] + 1
+    out_cycles = bench.monitors["o"].transfer_cycles
+    beats_per_column = k // n
+    stall_free = beats_per_column >= bins
+    if stall_free:
+        assert input_cycles == len(cycles), (
+            f"input stalled: {len(cycles)} beats took {input_cycles} cycles although every "
+            f"reduction ({beats_per_column} beats) covers the {bins}-cycle readout")
+    total = out_cycles[-1] - cycles[0] + 1
+    indices_per_cycle = columns * k / input_cycles
+    dut._log.info("%d columns of K=%d: %.2f indices/cycle on input, %d cycles in all "
+                  "(%.1f cycles per column incl. readout drain)", columns, k,
+                  indices_per_cycle, total, total / columns)
+    record_metrics("sustained_throughput", columns=columns, k=k, input_beats=len(cycles),
+                   input_cycles=input_cycles, indices_per_cycle=indices_per_cycle,
+                   total_cycles=total, cycles_per_column=input_cycles / columns,
+                   first_bin_latency=out_cycles[0] - cycles[beats_per_column - 1])
