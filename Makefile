@@ -21,7 +21,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim area synth lint test clean distclean
+.PHONY: all venv verilog benches sim bench area synth lint test clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -43,6 +43,9 @@ benches: $(STAMP)
 
 sim: $(STAMP)
 	$(PY) -m verif sim $(unit_args)
+
+bench: $(STAMP)
+	$(PY) -m verif bench $(if $(UNIT),--unit $(UNIT))
 
 area synth: verilog
 	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))

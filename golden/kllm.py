@@ -696,14 +696,19 @@ def product_codebook(ca, cb):
     return np.outer(ca, cb).ravel()
 
 
+def _check_vector_matrix(a_name, a, b_name, b):
+    """Check that ``a`` is (K,) and ``b`` is (K, N) with the same K."""
+    _check_ndim(a_name, a, 1, "(K,)")
+    _check_ndim(b_name, b, 2, "(K, N)")
+    if b.shape[0] != a.shape[0]:
+        raise ValueError(f"{b_name} must have K = {a.shape[0]} rows (the length of {a_name}), "
+                         f"not {b.shape[0]}")
+
+
 def _check_matmul_operands(a_idx, b_idx, a_bits, b_bits):
     a_idx = _check_index_array("a_idx", a_idx, a_bits)
     b_idx = _check_index_array("b_idx", b_idx, b_bits)
-    _check_ndim("a_idx", a_idx, 1, "(K,)")
-    _check_ndim("b_idx", b_idx, 2, "(K, N)")
-    if b_idx.shape[0] != a_idx.shape[0]:
-        raise ValueError(f"b_idx must have K = {a_idx.shape[0]} rows (the length of a_idx), "
-                         f"not {b_idx.shape[0]}")
+    _check_vector_matrix("a_idx", a_idx, "b_idx", b_idx)
     return a_idx, b_idx
 
 
@@ -815,11 +820,7 @@ def index_matmul_ik(a, b, centroids, idx_bits, integer_operand="b", mask=None):
     else:
         a = _check_int_array("a", a)
         b = _check_index_array("b", b, idx_bits)
-    _check_ndim("a", a, 1, "(K,)")
-    _check_ndim("b", b, 2, "(K, N)")
-    if b.shape[0] != a.shape[0]:
-        raise ValueError(f"b must have K = {a.shape[0]} rows (the length of a), "
-                         f"not {b.shape[0]}")
+    _check_vector_matrix("a", a, "b", b)
     counted = _check_mask("mask", mask, a.shape)
     length, columns = b.shape
     rows_a = np.broadcast_to(a, (columns, length))
@@ -841,6 +842,17 @@ def _check_weight_operands(b_idx, cb, b_scale):
         raise ValueError(f"b_scale must have shape ({b_idx.shape[1]},) (one scale per output "
                          f"channel), not {b_scale.shape}")
     return b_idx, cb, b_scale, b_bits
+
+
+def _quantize_operands(a, ca, b_idx, cb, b_scale, fraction):
+    """Check the weight operands, quantize the activation, and check that K agrees."""
+    a_bits = _codebook_bits("ca", ca)
+    b_idx, cb, b_scale, b_bits = _check_weight_operands(b_idx, cb, b_scale)
+    q = quantize_activation(a, ca, fraction)
+    if q.idx.shape[0] != b_idx.shape[0]:
+        raise ValueError(f"b_idx must have K = {q.idx.shape[0]} rows (the length of a), "
+                         f"not {b_idx.shape[0]}")
+    return a_bits, b_idx, cb, b_scale, b_bits, q
 
 
 def _kllm_parts(q, ca, b_idx, cb, b_scale, a_bits, b_bits, dense_scale, weight_divisor):
@@ -887,12 +899,8 @@ def kllm_matmul(a, ca, b_idx, cb, b_scale, fraction=0.01, return_parts=False):
     numpy.ndarray of float64, shape (N,)
         Y, or ``(Y, Y_i, Y_o)`` with ``return_parts``.
     """
-    a_bits = _codebook_bits("ca", ca)
-    b_idx, cb, b_scale, b_bits = _check_weight_operands(b_idx, cb, b_scale)
-    q = quantize_activation(a, ca, fraction)
-    if q.idx.shape[0] != b_idx.shape[0]:
-        raise ValueError(f"b_idx must have K = {q.idx.shape[0]} rows (the length of a), "
-                         f"not {b_idx.shape[0]}")
+    a_bits, b_idx, cb, b_scale, b_bits, q = _quantize_operands(a, ca, b_idx, cb, b_scale,
+                                                               fraction)
     y_dense, y_sparse = _kllm_parts(q, ca, b_idx, cb, b_scale, a_bits, b_bits, q.scale, 1.0)
     y = y_dense + y_sparse
     return (y, y_dense, y_sparse) if return_parts else y
@@ -1008,12 +1016,8 @@ def kllm_rmsnorm_matmul(a, ca, b_idx, cb, b_scale, fraction=0.01, eps=0.0):
     ValueError
         Besides argument errors: if the RMS is 0 (an all-zero ``a`` with ``eps = 0``).
     """
-    a_bits = _codebook_bits("ca", ca)
-    b_idx, cb, b_scale, b_bits = _check_weight_operands(b_idx, cb, b_scale)
-    q = quantize_activation(a, ca, fraction)
-    if q.idx.shape[0] != b_idx.shape[0]:
-        raise ValueError(f"b_idx must have K = {q.idx.shape[0]} rows (the length of a), "
-                         f"not {b_idx.shape[0]}")
+    a_bits, b_idx, cb, b_scale, b_bits, q = _quantize_operands(a, ca, b_idx, cb, b_scale,
+                                                               fraction)
     rms = rms_from_indices(q, ca, eps)
     if rms == 0.0:
         raise ValueError("a is all zero and eps is 0: the RMS is 0")

@@ -169,12 +169,17 @@ def test_waves_on_request_only():
 
     from verif.runner import wave_format
 
+    import os
+
     params = {"a_bits": 2, "b_bits": 2, "lanes": 1}
+    before = os.environ.get("WAVES")
     quiet = run_testbench("kllm_concat", params, testcase="corner_beats_full_rate", waves=False)
     assert not list(Path(quiet["run_dir"]).glob("dump.*"))
     traced = run_testbench("kllm_concat", params, testcase="corner_beats_full_rate", waves=True)
     dump = Path(traced["run_dir"]) / f"dump.{wave_format()}"
     assert dump.is_file() and dump.stat().st_size > 0
+    # The request does not leak into later runs of this process (pytest-xdist workers).
+    assert os.environ.get("WAVES") == before
 
 
 @pytest.mark.sim

@@ -3,6 +3,7 @@
 ``sim`` runs the golden test benches (all units' default configurations, or one unit with
 ``--unit``/``--config``/``--set``) and prints one line per bench with the vectors per second.
 ``lint`` runs ``verilator --lint-only -Wall`` on every ``build/verilog/<unit>.v``.
+``bench`` prints throughput measured in simulation (cycles, not seconds).
 """
 
 import argparse
@@ -51,6 +52,32 @@ def _sim(args):
     return 1 if failed else 0
 
 
+#: Throughput benchmarks: (unit, configuration, overrides, bench environment).
+BENCHMARKS = [
+    ("kllm_idx_counter", "kllm-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+    ("kllm_idx_counter", "kllm-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 1024}),
+    ("kllm_idx_counter", "kllm-w3a3", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+    ("kllm_idx_counter", "kllm-ik-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+]
+
+
+def _bench(args):
+    """Print sustained throughput of the streaming units, measured in simulation (cycles)."""
+    print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
+          "first-bin latency | total cycles (serial) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for unit, config, overrides, env in BENCHMARKS:
+        if args.unit and unit not in args.unit:
+            continue
+        metrics = run_testbench(unit, overrides, config=config, testcase="sustained_throughput",
+                                extra_env=env, name="bench")
+        m = metrics["sustained_throughput"]
+        print(f"| {unit} | {config} | {m['k']} | {m['bins']} | {m['indices_per_cycle']:.2f} | "
+              f"{m['cycles_per_column']:.1f} | {100 * m['readout_overlap']:.0f} % | "
+              f"{m['first_bin_latency']} | {m['total_cycles']} ({m['serial_cycles']}) |")
+    return 0
+
+
 def _lint(args):
     tool_environment()
     sources = sorted(Path(args.dir).glob("*.v"))
@@ -85,8 +112,10 @@ def main(argv=None):
     sim.add_argument("--waves", action="store_true", help="write dump.fst (or set WAVES=1)")
     lint = sub.add_parser("lint", help="verilator --lint-only -Wall on generated Verilog")
     lint.add_argument("--dir", default="build/verilog")
+    bench = sub.add_parser("bench", help="print throughput measured in simulation")
+    bench.add_argument("--unit", action="append", help="only these units")
     args = parser.parse_args(argv)
-    return _sim(args) if args.command == "sim" else _lint(args)
+    return {"sim": _sim, "lint": _lint, "bench": _bench}[args.command](args)
 
 
 if __name__ == "__main__":

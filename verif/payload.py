@@ -8,7 +8,7 @@ first axis is the beat.
 
 import numpy as np
 
-__all__ = ["PayloadCodec"]
+__all__ = ["PayloadCodec", "flatten_fields", "nest_fields"]
 
 
 class PayloadCodec:
@@ -110,3 +110,27 @@ def _set(fields, path, value):
     for name in path[:-1]:
         node = node.setdefault(name, {})
     node[path[-1]] = value
+
+
+def flatten_fields(fields, prefix=""):
+    """``{"o": {"y": array}}`` -> ``{"o.y": array}`` (for ``.npz`` files)."""
+    flat = {}
+    for name, value in fields.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            flat.update(flatten_fields(value, key + "."))
+        else:
+            flat[key] = np.asarray(value)
+    return flat
+
+
+def nest_fields(flat):
+    """The inverse of :func:`flatten_fields`."""
+    fields = {}
+    for key, value in flat.items():
+        *path, leaf = key.split(".")
+        node = fields
+        for name in path:
+            node = node.setdefault(name, {})
+        node[leaf] = value
+    return fields

@@ -20,7 +20,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "BenchFailure"]
+__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", "BenchFailure"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("QLLM_BUILD", ROOT / "build"))
@@ -62,12 +62,25 @@ def _simulator(sim):
 
 
 def _waves(waves):
-    """Resolve ``waves`` (None: from ``WAVES``) and make ``WAVES`` agree with it: the cocotb
-    runner reads ``WAVES`` itself and lets it override its ``waves`` argument."""
+    """Resolve ``waves``: None means the ``WAVES`` environment variable (default off)."""
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0", "false", "False")
-    os.environ["WAVES"] = "1" if waves else "0"
     return bool(waves)
+
+
+@contextmanager
+def _waves_environment(waves):
+    """Set ``WAVES`` to agree with ``waves`` for the duration: the cocotb runner reads it
+    itself and lets it override its ``waves`` argument. Restored afterwards."""
+    saved = os.environ.get("WAVES")
+    os.environ["WAVES"] = "1" if waves else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["WAVES"]
+        else:
+            os.environ["WAVES"] = saved
 
 
 def wave_format():
@@ -183,15 +196,16 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
                           file=sys.stderr)
                 build_args += [f"--trace-{fmt}", "--trace-structs"]
         try:
-            runner.build(
-                sources=sources,
-                hdl_toplevel=unit,
-                build_dir=build_dir,
-                build_args=build_args,
-                timescale=("1ns", "1ps"),
-                waves=waves,
-                log_file=build_dir / "build.log",
-            )
+            with _waves_environment(waves):
+                runner.build(
+                    sources=sources,
+                    hdl_toplevel=unit,
+                    build_dir=build_dir,
+                    build_args=build_args,
+                    timescale=("1ns", "1ps"),
+                    waves=waves,
+                    log_file=build_dir / "build.log",
+                )
         except (RuntimeError, SystemExit) as error:
             raise BenchFailure(f"{unit}: {sim} build failed ({error})"
                                f"{_log_tail(build_dir / 'build.log')}") from None
@@ -199,7 +213,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
 
 
 def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, sim=None,
-                  waves=None, extra_env=None, name=None, mutation=None):
+                  waves=None, extra_env=None, name=None, mutation=None, test_module=None):
     """Build (or reuse) the unit and run its cocotb test bench; return the metrics it wrote.
 
     Parameters
@@ -218,6 +232,8 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
         Folder name for this run's results (default derived from the test case).
     mutation : (str, callable)
         Run the bench on deliberately broken Verilog (see :func:`build_unit`).
+    test_module : str
+        A cocotb module other than the unit's own bench (e.g. ``verif.tb_replay``).
 
     Raises
     ------
@@ -231,6 +247,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     waves = _waves(waves)
     runner, build_dir, manifest = build_unit(unit, params, config=config, sim=sim, waves=waves,
                                              mutation=mutation)
+    test_module = test_module or UNITS[unit].testbench
     seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
     label = name or (testcase if isinstance(testcase, str) else "all")
     test_dir = build_dir / "runs" / f"{label}-seed{seed}-{os.getpid()}"
@@ -245,19 +262,20 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     env.update({key: str(value) for key, value in (extra_env or {}).items()})
     sim_log = test_dir / "sim.log"
     try:
-        runner.test(
-            log_file=sim_log,
-            test_module=UNITS[unit].testbench,
-            hdl_toplevel=unit,
-            build_dir=build_dir,
-            test_dir=test_dir,
-            testcase=testcase,
-            seed=seed,
-            extra_env=env,
-            results_xml=str(results),
-            waves=waves,
-            timescale=("1ns", "1ps"),
-        )
+        with _waves_environment(waves):
+            runner.test(
+                log_file=sim_log,
+                test_module=test_module,
+                hdl_toplevel=unit,
+                build_dir=build_dir,
+                test_dir=test_dir,
+                testcase=testcase,
+                seed=seed,
+                extra_env=env,
+                results_xml=str(results),
+                waves=waves,
+                timescale=("1ns", "1ps"),
+            )
     except (SystemExit, RuntimeError):
         # The cocotb runner exits on failed tests under pytest and raises when the simulator
         # itself fails; the results file (if any) and the log say which.
@@ -288,3 +306,31 @@ def _log_tail(path, lines=30, *, failures_only=False):
         keys = ("Error", "FAIL", "assert", "mismatch", "beats")
         picked = [line for line in text if any(key in line for key in keys)][-lines:] or picked
     return f"\n{path}:\n" + "\n".join(picked)
+
+
+def replay(unit, params, inputs, out_beats, *, config=None, valid_probability=1.0,
+           ready_probability=1.0, seed=None, name="replay"):
+    """Drive ``unit`` with the beats in ``inputs`` and return the field dict of its output.
+
+    ``inputs`` is ``{port: fields}`` for the unit's input stream, ``fields`` as for
+    :meth:`verif.payload.PayloadCodec.pack_batch` (beat on the first axis). The run waits for
+    ``out_beats`` output beats, fails if more arrive, and returns ``{port: fields}``.
+    """
+    import tempfile
+
+    import numpy as np
+
+    from .payload import flatten_fields, nest_fields
+
+    with tempfile.TemporaryDirectory(dir=BUILD) as folder:
+        in_file, out_file = Path(folder) / "in.npz", Path(folder) / "out.npz"
+        np.savez(in_file, **{key: np.asarray(value, dtype=np.int64)
+                             for key, value in flatten_fields(inputs).items()})
+        run_testbench(unit, params, config=config, seed=seed, name=name,
+                      test_module="verif.tb_replay",
+                      extra_env={"QLLM_REPLAY_IN": in_file, "QLLM_REPLAY_OUT": out_file,
+                                 "QLLM_REPLAY_BEATS": out_beats,
+                                 "QLLM_REPLAY_VALID": valid_probability,
+                                 "QLLM_REPLAY_READY": ready_probability})
+        with np.load(out_file) as data:
+            return nest_fields({key: data[key] for key in data.files})
