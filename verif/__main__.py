@@ -78,21 +78,28 @@ def _bench(args):
     return 0
 
 
-def _lint(args):
+def lint_file(source, top):
+    """Run ``verilator --lint-only -Wall`` with the project's waivers; return the warnings."""
     tool_environment()
+    command = ["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(source),
+               "--top-module", top]
+    result = subprocess.run(command, capture_output=True, text=True)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("%")]
+    if result.returncode != 0 and not warnings:
+        warnings = [f"%Error: verilator exited with {result.returncode}: {result.stderr[-500:]}"]
+    return warnings
+
+
+def _lint(args):
     sources = sorted(Path(args.dir).glob("*.v"))
     if not sources:
         print(f"error: no Verilog in {args.dir}: run `make verilog` first", file=sys.stderr)
         return 2
     status = 0
     for source in sources:
-        command = ["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(source),
-                   "--top-module", source.stem]
-        result = subprocess.run(command, capture_output=True, text=True)
-        clean = result.returncode == 0 and "%Warning" not in result.stderr
-        print(f"{'clean' if clean else 'FAIL '} {source}")
-        if not clean:
-            warnings = [line for line in result.stderr.splitlines() if line.startswith("%")]
+        warnings = lint_file(source, source.stem)
+        print(f"{'FAIL ' if warnings else 'clean'} {source}")
+        if warnings:
             print("\n".join(warnings[:20]))
             if len(warnings) > 20:
                 print(f"... {len(warnings) - 20} more")
