@@ -78,6 +78,25 @@ UNITS = {
             testbench="verif.tb_kllm_idx_counter",
             summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
         ),
+        UnitSpec(
+            name="orizuru",
+            factory="hdl.orizuru:Orizuru",
+            defaults={"n": 16, "k": 2, "width": 16},
+            configs={
+                # KLLM Table I: 16-input Orizuru units; 1% outliers of a 4096-wide token would be
+                # k = 21 per side on n = 4096, beyond the spec's n <= 1024.
+                "kllm-16": {"n": 16, "k": 2},
+            },
+            testbench="verif.tb_orizuru",
+            summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",
+        ),
+        UnitSpec(
+            name="orizuru_scan",
+            factory="hdl.orizuru:OrizuruScan",
+            defaults={"n": 16, "k": 2, "width": 16},
+            testbench="verif.tb_orizuru",
+            summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
+        ),
     ]
 }
 

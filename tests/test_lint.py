@@ -14,8 +14,9 @@ def test_default_configuration_is_lint_clean(unit, tmp_path):
 
 
 def test_lint_reports_a_real_problem(tmp_path):
+    # An inferred latch: the class of bug the waivers must not hide.
     source = tmp_path / "bad.v"
-    source.write_text("module bad(input clk, output [3:0] y);\n"
-                      "  wire [7:0] unused_wide;\n  assign y = 4'h1;\nendmodule\n")
+    source.write_text("module bad(input en, input [3:0] d, output reg [3:0] q);\n"
+                      "  always @* if (en) q = d;\nendmodule\n")
     warnings = lint_file(source, "bad")
-    assert any("UNUSEDSIGNAL" in line for line in warnings)
+    assert any("LATCH" in line for line in warnings)

@@ -75,6 +75,20 @@ def _bench(args):
         print(f"| {unit} | {config} | {m['k']} | {m['bins']} | {m['indices_per_cycle']:.2f} | "
               f"{m['cycles_per_column']:.1f} | {100 * m['readout_overlap']:.0f} % | "
               f"{m['first_bin_latency']} | {m['total_cycles']} ({m['serial_cycles']}) |")
+    if args.unit and "orizuru" not in args.unit:
+        return 0
+    print()
+    print("| unit | n | k | cycles/vector (back to back) | latency to first beat | "
+          "bound log2(n) + k + 2 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for n in (8, 16, 64):
+        for k in (1, 2, 4):
+            metrics = run_testbench("orizuru", {"n": n, "k": k}, testcase="sustained_rate",
+                                    extra_env={"QLLM_RATE_VECTORS": 64}, name="bench")
+            m = metrics["sustained_rate"]
+            bound = n.bit_length() - 1 + k + 2
+            print(f"| orizuru | {n} | {k} | {m['cycles_per_vector']:.2f} | {m['latency']} | "
+                  f"{bound} |")
     return 0
 
 
