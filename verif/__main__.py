@@ -63,12 +63,12 @@ BENCHMARKS = [
 
 def _bench(args):
     """Print sustained throughput of the streaming units, measured in simulation (cycles)."""
-    print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
-          "first-bin latency | total cycles (serial) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for unit, config, overrides, env in BENCHMARKS:
-        if args.unit and unit not in args.unit:
-            continue
+    selected = [entry for entry in BENCHMARKS if not args.unit or entry[0] in args.unit]
+    if selected:
+        print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
+              "first-bin latency | total cycles (serial) |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for unit, config, overrides, env in selected:
         metrics = run_testbench(unit, overrides, config=config, testcase="sustained_throughput",
                                 extra_env=env, name="bench")
         m = metrics["sustained_throughput"]
