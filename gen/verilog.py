@@ -105,7 +105,7 @@ def _wrap_line(line, limit):
     if len(line) <= limit:
         return line
     indent = " " * (len(line) - len(line.lstrip()) + 4)
-    pieces, start, column, in_string = [], 0, 0, False
+    pieces, start, in_string = [], 0, False
     for index, char in enumerate(line):
         if char == '"' and (index == 0 or line[index - 1] != "\\"):
             in_string = not in_string

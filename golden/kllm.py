@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._checks import check_int as _check_int
+
 __all__ = [
     # Concat (SPEC section 1)
     "concat_indices", "split_indices",
@@ -64,14 +66,6 @@ _INT64_MAX = (1 << 63) - 1
 # --- argument checks -------------------------------------------------------------------------
 
 
-def _check_int(name, value, min_value, max_value=None):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    value = int(value)
-    if value < min_value or (max_value is not None and value > max_value):
-        allowed = f"{min_value}..{max_value}" if max_value is not None else f">= {min_value}"
-        raise ValueError(f"{name} must be in range {allowed}, not {value}")
-    return value
 
 
 def _check_index_array(name, values, bits):

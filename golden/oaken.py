@@ -45,6 +45,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._checks import check_int as _check_int
+
 __all__ = [
     "MIDDLE", "INNER", "OUTER", "MAX_VEC_LEN", "OakenMeta", "OakenChunk",
     "check_thresholds", "decompose", "quantize_vector", "dequantize_vector",
@@ -94,13 +96,6 @@ class OakenChunk(NamedTuple):
 # --- argument checks -------------------------------------------------------------------------
 
 
-def _check_int(name, value, min_value, max_value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    value = int(value)
-    if not min_value <= value <= max_value:
-        raise ValueError(f"{name} must be in range {min_value}..{max_value}, not {value}")
-    return value
 
 
 def _check_int_array(name, values, min_value, max_value, what):

@@ -56,6 +56,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._checks import check_int as _check_int
+
 __all__ = [
     "OrizuruResult", "orizuru", "orizuru_beats", "total_order_key", "comparison_count",
     "pack_mask", "unpack_mask", "MIN_N", "MAX_N",
@@ -103,13 +105,6 @@ class OrizuruResult(NamedTuple):
 # --- argument checks -------------------------------------------------------------------------
 
 
-def _check_int(name, value, min_value, max_value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    value = int(value)
-    if not min_value <= value <= max_value:
-        raise ValueError(f"{name} must be in range {min_value}..{max_value}, not {value}")
-    return value
 
 
 def _check_n(n, what):

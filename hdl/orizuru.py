@@ -147,7 +147,7 @@ class Orizuru(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, levels = self.n, self.levels
+        n = self.n
 
         leaves = [Signal(16, name=f"leaf_{i}", reset_less=True) for i in range(n)]
         avail_max = Signal(n)
