@@ -62,6 +62,17 @@ def port_description(component):
     return ports
 
 
+def signal_description(component):
+    """Describe every plain (non-stream) port of ``component``: direction and width."""
+    signals = {}
+    for name, member in component.signature.members.items():
+        if member.is_port:
+            shape = Shape.cast(member.shape)
+            signals[name] = {"direction": "in" if member.flow == wiring.In else "out",
+                             "width": shape.width, "signed": shape.signed}
+    return signals
+
+
 def generate(unit, params=None, out_dir="build/verilog", *, config=None):
     """Write ``<out_dir>/<unit>.v`` and ``<out_dir>/<unit>.json``; return the Verilog path.
 
@@ -81,6 +92,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "params": resolved,
         "latency": getattr(component, "latency", None),
         "ports": port_description(component),
+        "signals": signal_description(component),
         "amaranth": amaranth.__version__,
     }
     _write_if_changed(verilog_path, text)

@@ -155,11 +155,15 @@ def check_thresholds(t_lo_o, t_lo_i, t_hi_i, t_hi_o):
     return values
 
 
-def _check_threshold_tuple(thresholds, data_bits):
+def _check_threshold_tuple(thresholds, data_bits, check_order=True):
     if not isinstance(thresholds, (tuple, list)) or len(thresholds) != 4:
         raise TypeError(f"thresholds must be a sequence (t_lo_o, t_lo_i, t_hi_i, t_hi_o), "
                         f"not {thresholds!r}")
-    values = check_thresholds(*thresholds)
+    if check_order:
+        values = check_thresholds(*thresholds)
+    else:
+        values = tuple(_check_int(n, v, -(1 << 63), (1 << 63) - 1)
+                       for n, v in zip(("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o"), thresholds))
     lo, hi = _signed_range(data_bits)
     for name, value in zip(("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o"), values):
         if not lo <= value <= hi:
@@ -171,7 +175,7 @@ def _check_threshold_tuple(thresholds, data_bits):
 # --- decomposer ------------------------------------------------------------------------------
 
 
-def decompose(x, thresholds, data_bits=16):
+def decompose(x, thresholds, data_bits=16, check_order=True):
     """Split values into groups and shift them, as the ``oaken_decomposer`` RTL does.
 
     Oaken section 4.3-4.4 (Eq. 4), 5.2 (Fig. 9(a) ①); SPEC section 4. Element-wise:
@@ -189,6 +193,11 @@ def decompose(x, thresholds, data_bits=16):
         ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)``, ordered, each a signed ``data_bits`` value.
     data_bits : int
         2..32.
+    check_order : bool
+        If False, misordered thresholds are accepted and the element-wise rules above are
+        applied in the RTL's priority order: outer upper side (``x > t_hi_o``) first, then
+        outer lower side, then inner, else middle (upper side if ``x > t_hi_i``). This is what
+        ``oaken_decomposer`` computes for misordered streamed thresholds.
 
     Returns
     -------
@@ -203,14 +212,15 @@ def decompose(x, thresholds, data_bits=16):
         If ``x``, ``thresholds`` or ``data_bits`` is invalid (the message names it).
     """
     data_bits = _check_widths(data_bits)
-    t_lo_o, t_lo_i, t_hi_i, t_hi_o = _check_threshold_tuple(thresholds, data_bits)
+    t_lo_o, t_lo_i, t_hi_i, t_hi_o = _check_threshold_tuple(thresholds, data_bits,
+                                                            check_order)
     lo, hi = _signed_range(data_bits)
     x = _check_int_array("x", x, lo, hi, f"signed {data_bits}-bit values")
 
     outer_hi = x > t_hi_o
     outer = (x < t_lo_o) | outer_hi
-    inner = (x >= t_lo_i) & (x <= t_hi_i)
-    middle_hi = (x > t_hi_i) & ~outer_hi
+    inner = (x >= t_lo_i) & (x <= t_hi_i) & ~outer
+    middle_hi = (x > t_hi_i) & ~outer
     group = np.where(outer, OUTER, np.where(inner, INNER, MIDDLE))
     side = np.where(outer, outer_hi, np.where(inner, x >= 0, middle_hi)).astype(np.int64)
     shift = np.select(
@@ -318,7 +328,8 @@ def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64):
 # --- dequantization --------------------------------------------------------------------------
 
 
-def dequantize_vector(dense, coo, meta, thresholds, frac_bits=8, data_bits=16):
+def dequantize_vector(dense, coo, meta, thresholds, frac_bits=8, data_bits=16,
+                      check_order=True):
     """Decode one chunk with SPEC section 4's bit-exact integer formula.
 
     Positions named in ``coo`` are inner or outer (by the group bit), all others middle (the
@@ -338,6 +349,9 @@ def dequantize_vector(dense, coo, meta, thresholds, frac_bits=8, data_bits=16):
         Signed ``data_bits + frac_bits + 2``-bit fixed-point values.
     thresholds : sequence of 4 int
     frac_bits, data_bits : int
+    check_order : bool
+        If False, misordered thresholds are accepted: the formula does not depend on their
+        order (``oaken_dequantizer`` applies it to whatever its header carries).
 
     Returns
     -------
@@ -350,7 +364,8 @@ def dequantize_vector(dense, coo, meta, thresholds, frac_bits=8, data_bits=16):
         (the message names the argument).
     """
     data_bits, frac_bits = _check_widths(data_bits, frac_bits)
-    t_lo_o, t_lo_i, t_hi_i, t_hi_o = _check_threshold_tuple(thresholds, data_bits)
+    t_lo_o, t_lo_i, t_hi_i, t_hi_o = _check_threshold_tuple(thresholds, data_bits,
+                                                            check_order)
     dense = _check_int_array("dense", dense, 0, 15, "4-bit codes")
     if dense.ndim != 1 or not 1 <= dense.size <= MAX_VEC_LEN:
         raise ValueError(f"dense must have shape (vec_len,) with vec_len in 1..{MAX_VEC_LEN}, "

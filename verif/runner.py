@@ -132,6 +132,7 @@ def _ports_control_file(path, top, manifest):
     """Write a Verilator control file that makes the top level's ports public."""
     ports = ["clk", "rst"] + [f"{name}__{signal}" for name in manifest["ports"]
                               for signal in ("valid", "ready", "payload")]
+    ports += list(manifest.get("signals", {}))
     lines = ["`verilator_config"]
     lines += [f'public_flat_rw -module "{top}" -var "{port}"' for port in ports]
     text = "\n".join(lines) + "\n"
