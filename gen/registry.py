@@ -97,6 +97,30 @@ UNITS = {
             testbench="verif.tb_orizuru",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
         ),
+        UnitSpec(
+            name="oaken_decomposer",
+            factory="hdl.oaken_decomposer:OakenDecomposer",
+            defaults={"lanes": 16, "data_bits": 16},
+            configs={
+                # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
+                "oaken-16": {"lanes": 16, "data_bits": 16},
+                # A whole 64-element chunk per beat.
+                "oaken-64": {"lanes": 64, "data_bits": 16},
+            },
+            testbench="verif.tb_oaken_decomposer",
+            summary="Oaken decomposer: threshold grouping, group shift, inlier/outlier lanes",
+        ),
+        UnitSpec(
+            name="oaken_dequantizer",
+            factory="hdl.oaken_dequantizer:OakenDequantizer",
+            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
+            configs={
+                "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
+                "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
+            },
+            testbench="verif.tb_oaken_dequantizer",
+            summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
+        ),
     ]
 }
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import one_hot_decode, popcount
+from .arith import popcount
 from .lanes import split_lanes
 from .oaken_decomposer import THRESHOLDS, check_lanes
 from .params import check_int
@@ -16,6 +16,14 @@ METADATA = ("mid_min", "mid_d", "in_min", "in_d", "out_min", "out_d")
 
 COO_INDEX_BITS = 6
 ENTRY_BITS = 8
+
+
+def _or_all(values):
+    """Bitwise OR of equal-width values, as a balanced tree."""
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
 
 
 class OakenDequantizer(wiring.Component):
@@ -161,7 +169,7 @@ class OakenDequantizer(wiring.Component):
         # Head entries 0..L (entry L only as a sentinel).
         entries = [buf[k * ENTRY_BITS:(k + 1) * ENTRY_BITS] for k in range(L + 1)]
         take = []              # entry k is below the window end and so are all before it
-        hits = [[] for _ in range(L)]      # (hit, group bit, sign bit) per lane
+        hits = []              # per entry: the lanes it lands on (one-hot, or none)
         sentinels = []
         for k, entry in enumerate(entries):
             index = entry[2:]
@@ -177,9 +185,9 @@ class OakenDequantizer(wiring.Component):
             take.append(t)
             inside = Signal(name=f"inside_{k}")
             m.d.comb += inside.eq(t & (index >= win_base))
-            lane_lines = one_hot_decode(index[:lane_bits])     # the zero insert
-            for lane in range(L):
-                hits[lane].append((inside & lane_lines[lane], entry[1], entry[0]))
+            hit = Signal(L, name=f"hit_{k}")                   # the zero insert
+            m.d.comb += hit.eq((Const(1, L) << index[:lane_bits]) & inside.replicate(L))
+            hits.append((hit, entry[1], entry[0]))
         taken = Signal(range(L + 1), name="taken")
         m.d.comb += taken.eq(popcount(Cat(*take)))
         complete = Signal(name="window_complete")
@@ -198,25 +206,21 @@ class OakenDequantizer(wiring.Component):
         m.d.comb += emit.eq(hdr_held & self.dense.valid & complete & ~drain
                             & (~mid_valid | mid_ready))
         m.d.comb += self.dense.ready.eq(emit)
-        lane_outlier, lane_outer, lane_sign = [], [], []
-        for lane in range(L):
-            outlier = Signal(name=f"outlier_{lane}")
-            outer = Signal(name=f"outer_{lane}")
-            sign = Signal(name=f"sign_{lane}")
-            m.d.comb += [
-                outlier.eq(Cat(*(h for h, _, _ in hits[lane])).any()),
-                outer.eq(Cat(*(h & g for h, g, _ in hits[lane])).any()),
-                sign.eq(Cat(*(h & s for h, _, s in hits[lane])).any()),
-            ]
-            lane_outlier.append(outlier)
-            lane_outer.append(outer)
-            lane_sign.append(sign)
+        # Per lane, OR over the head entries (at most one hits a lane in a well-formed chunk).
+        lane_outlier = Signal(L, name="lane_outlier")
+        lane_outer = Signal(L, name="lane_outer")
+        lane_sign = Signal(L, name="lane_sign")
+        m.d.comb += [
+            lane_outlier.eq(_or_all([h for h, _, _ in hits])),
+            lane_outer.eq(_or_all([h & g.replicate(L) for h, g, _ in hits])),
+            lane_sign.eq(_or_all([h & s.replicate(L) for h, _, s in hits])),
+        ]
         with m.If(emit):
             m.d.sync += [
                 mid.codes.as_value().eq(self.dense.payload.codes.as_value()),
-                mid.outlier.eq(Cat(*lane_outlier)),
-                mid.outer.eq(Cat(*lane_outer)),
-                mid.sign.eq(Cat(*lane_sign)),
+                mid.outlier.eq(lane_outlier),
+                mid.outer.eq(lane_outer),
+                mid.sign.eq(lane_sign),
                 mid.hdr.eq(hdr),
                 mid_valid.eq(1),
                 win.eq(Mux(final, 0, win + 1)),
@@ -245,7 +249,8 @@ class OakenDequantizer(wiring.Component):
 
         coo = self.coo.payload
         count = Signal(range(L + 1), name="coo_count")
-        m.d.comb += count.eq(Mux(coo.count > L, L, coo.count))
+        overfull = coo.count > L if (1 << len(coo.count)) - 1 > L else Const(0, 1)
+        m.d.comb += count.eq(Mux(overfull, L, coo.count))
         incoming = split_lanes(m, coo.entries, ENTRY_BITS, L, name="coo_entry")
         masked = Cat(*(Mux(count > j, incoming[j], 0) for j in range(L)))
         # Drop: the chunk's windows are done (drain) or finish this cycle without its last beat.
@@ -280,7 +285,7 @@ class OakenDequantizer(wiring.Component):
 
         # Well-formedness of accepted COO beats (sets the sticky coo_error).
         indices = [incoming[j][2:] for j in range(L)]
-        bad = [coo.count > L]
+        bad = [overfull]
         for j in range(L):
             if self.vec_len < (1 << COO_INDEX_BITS):
                 bad.append((count > j) & (indices[j] >= self.vec_len))
@@ -289,24 +294,27 @@ class OakenDequantizer(wiring.Component):
         bad.append((count > 0) & prev_held & (indices[0] <= prev_index))
         malformed = Signal(name="coo_malformed")
         m.d.comb += malformed.eq(Mux(dropping, count > 0, Cat(*bad).any()))
+        last_index = self._last_index(m, indices, count)
         with m.If(accept):
             with m.If(malformed):
                 m.d.sync += error.eq(1)
             with m.If(coo.last):
                 m.d.sync += prev_held.eq(0)
             with m.Elif(count > 0):
-                m.d.sync += [prev_held.eq(1), prev_index.eq(self._last_index(m, indices, count))]
+                m.d.sync += [prev_held.eq(1), prev_index.eq(last_index)]
 
         self._arithmetic(m, mid, mid_valid, mid_ready)
         return m
 
     def _last_index(self, m, indices, count):
-        """Index of entry ``count - 1`` (count >= 1)."""
+        """Index of entry ``count - 1`` (entry 0 when ``count`` is 0 or 1)."""
         last = Signal(COO_INDEX_BITS, name="coo_last_index")
         with m.Switch(count):
-            for j in range(len(indices)):
+            for j in range(1, len(indices)):
                 with m.Case(j + 1):
                     m.d.comb += last.eq(indices[j])
+            with m.Default():
+                m.d.comb += last.eq(indices[0])
         return last
 
     # --- stage 2: per-lane integer dequantization --------------------------------------------

@@ -1,0 +1,833 @@
+"""Oaken's offline threshold profiling, synthetic KV data, 4-bit baselines and a bit/error count.
+
+Reference: Kim et al., "Oaken: Fast and Efficient LLM Serving with Online-Offline Hybrid KV
+Cache Quantization", section 4.1 (KV distribution: per-layer magnitudes, input-independent,
+channel outliers with exceptions), 4.3 (offline outlier threshold profiling: "approximately a
+hundred offline inferences ... four group thresholds are extracted ... from the KV cache of each
+inference run using topK operations, and their averages are computed for each decoder layer"),
+4.4 (mixed-precision outliers cost "23 bits per entry: 16 bits for the value, 6 bits for the
+index, and 1 bit to indicate the group"), 4.5 (fused dense-and-sparse encoding: 8-bit COO
+entries), 6.1 (outer / middle / inner ratio 4 / 90 / 6 %; baselines KIVI, Atom, KVQuant, QServe)
+and 6.2 (effective bitwidth, Table 2-3); SPEC section 4. The online quantizer itself is
+:mod:`golden.oaken`; this module only calls it.
+
+Readings fixed here (the paper does not spell them out):
+
+* **Cut points of one run** (:func:`run_cut_points`). A run is all KV values of one layer (K or
+  V) seen in one profiling inference, flattened to ``n`` values. With
+  ``k_out = round(outer * n)`` split into ``k_hi = round(outer * outer_split * n)`` values on the
+  upper tail and ``k_lo = k_out - k_hi`` on the lower tail (``outer_split = 0.5``: the outer
+  fraction splits evenly between the tails), and ``k_in = round(inner * n)``
+  (round half up), using the ascending sort ``x_(0) <= ... <= x_(n-1)`` and the ascending sort
+  ``a_(0) <= ... <= a_(n-1)`` of ``|x|``:
+
+  - ``t_hi_o = x_(n-1-k_hi)``: the largest value *not* in ``topK(x, k_hi)``, so the outer
+    upper group ``x > t_hi_o`` is exactly the top ``k_hi`` values when they are distinct;
+  - ``t_lo_o = x_(k_lo)``: the smallest value not in ``topK(-x, k_lo)``, likewise for
+    ``x < t_lo_o``;
+  - ``t_hi_i = a_(k_in-1)`` and ``t_lo_i = -a_(k_in-1)``: the largest magnitude in
+    ``topK(-|x|, k_in)``, the ``k_in`` smallest-magnitude values, so the inner group
+    ``t_lo_i <= x <= t_hi_i`` is ``|x| <= a_(k_in-1)`` (Oaken's "small-magnitude outliers";
+    the interval is symmetric about zero). ``inner = 0`` (``k_in = 0``) gives
+    ``t_lo_i = t_hi_i = 0``: with SPEC's inclusive bounds the inner group then holds exact
+    zeros only.
+
+  In NumPy terms ``x_(k)`` is ``np.partition(x, k)[k]`` (what this module computes, along the
+  last axis for all runs at once), equal in exact arithmetic to
+  ``np.quantile(x, (k + 1) / n, method="inverted_cdf")``; in float64 ``(k + 1) / n * n`` can
+  land just above ``k + 1`` and pick ``x_(k+1)``, hence the partition. Ties: integer data may
+  repeat a cut point; the outer groups (strict inequalities, SPEC) then hold at most ``k_lo``
+  and ``k_hi`` values and the inner group (inclusive) at least ``k_in``.
+* **Degenerate runs.** At most ``n - 1`` values go to the outer tails (``k_lo + k_hi <= n - 1``,
+  ``k_hi`` kept first) so that ``t_lo_o <= t_hi_o``. The inner interval is then clipped into
+  the outer one: ``t_lo_i = clip(-a, t_lo_o, t_hi_o)``, ``t_hi_i = clip(a, t_lo_i, t_hi_o)``.
+  On data spread on both sides of zero the clip never acts; on one-sided data (all values
+  positive, say) the smallest magnitudes lie in a tail and the clip keeps the order
+  ``t_lo_o <= t_lo_i <= t_hi_i <= t_hi_o``.
+* **Average over runs** (:func:`profile_thresholds`): each of the four cut points is averaged
+  over the runs and rounded half up, exactly in integers: ``floor((2 S + R) / (2 R))`` for the
+  sum ``S`` over ``R`` runs. Averaging and this rounding are monotone, so the ordered per-run
+  cut points give ordered thresholds, each within the signed ``data_bits`` range.
+* **Synthetic KV** (:func:`synthetic_kv`): Q(data_bits - frac_bits).frac_bits fixed point
+  (default Q8.8 in 16 bits: ``x_int = round(x_real * 256)``, saturated). Errors in this module
+  and in :mod:`golden.oaken_report` are in units of that LSB.
+* **Baselines** are simulated quantize-then-dequantize functions in float64 returning
+  :class:`QuantResult`. Asymmetric b-bit quantization of a group with minimum ``lo`` and
+  maximum ``hi``: scale ``d = (hi - lo) / (2^b - 1)`` and zero ``lo``, both stored as fp16
+  (``meta_dtype``; 32 bits per group) and used as stored,
+  ``q = clip(floor((x - lo) / d + 1/2), 0, 2^b - 1)``, ``x' = lo + q d``; ``d = 0`` codes 0.
+  Bit counts exclude anything stored once per layer (channel permutations, thresholds).
+* **Oaken bits** are counted on real :class:`golden.oaken.OakenChunk` outputs:
+  ``4 vec_len`` dense bits + 8 per COO entry + ``6 M`` metadata bits per chunk with
+  ``M = data_bits + frac_bits + 2`` (SPEC section 4), also reported without the metadata.
+  The paper's effective bitwidth ``4 + 8 (outer + inner)`` (4.8 at 4/90/6, Table 3) leaves the
+  per-token metadata out; its Table 2 figure of 4.82 for Llama2-7B is consistent with six
+  16-bit values per 4096-element token (our reading), whereas here a 64-element chunk carries
+  ``6 x 26`` bits of metadata (2.44 bits per element).
+"""
+
+import math
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from ._checks import check_int as _check_int
+from .oaken import MIDDLE, INNER, OUTER, MAX_VEC_LEN, decompose, quantize_vector, \
+    dequantize_vector, quantize_dequantize_float, unpack_coo
+
+__all__ = [
+    "DEFAULT_OUTER", "DEFAULT_INNER", "topk_counts", "run_cut_points", "profile_thresholds",
+    "profile_layers", "synthetic_kv", "QuantResult", "per_token_int4", "kivi_like",
+    "atom_like", "coo23_mixed", "OakenResult", "oaken_chunk_bits", "oaken_roundtrip",
+    "oaken_float_roundtrip", "effective_bitwidth", "ErrorMetrics", "error_metrics",
+    "group_fractions",
+]
+
+DEFAULT_OUTER = 0.04        # Oaken section 6.1: outer / middle / inner = 4 / 90 / 6 %
+DEFAULT_INNER = 0.06
+COO_BITS = 8                # Oaken section 4.5: 6 index + 1 group + 1 sign bits per entry
+MIXED_COO_BITS = 23         # Oaken section 4.4: 16 value + 6 index + 1 group bits per entry
+CODE_BITS = 4
+
+
+# --- argument checks -------------------------------------------------------------------------
+
+
+def _check_fraction(name, value, low=0.0, high=1.0):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, not {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{name} must be in range {low:g}..{high:g}, not {value!r}")
+    return value
+
+
+def _check_ratios(outer, inner, outer_split):
+    outer = _check_fraction("outer", outer)
+    inner = _check_fraction("inner", inner)
+    outer_split = _check_fraction("outer_split", outer_split)
+    if outer + inner > 1.0 + 1e-12:
+        raise ValueError(f"outer + inner must be at most 1 (middle = 1 - outer - inner), "
+                         f"not {outer!r} + {inner!r} = {outer + inner!r}")
+    return outer, inner, outer_split
+
+
+def _check_samples(name, values, min_ndim, data_bits, shape_doc):
+    values = np.asarray(values)
+    if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers (fixed-point KV values), not {values.dtype}")
+    if values.ndim < min_ndim:
+        raise ValueError(f"{name} must have shape {shape_doc}, not {values.shape}")
+    if 0 in values.shape:
+        raise ValueError(f"{name} must not be empty, not of shape {values.shape}")
+    lo, hi = -(1 << (data_bits - 1)), (1 << (data_bits - 1)) - 1
+    if values.dtype == np.uint64 and values.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must hold signed {data_bits}-bit values ({lo}..{hi}), "
+                         f"not {int(values.max())}")
+    values = values.astype(np.int64)
+    bad = (values < lo) | (values > hi)
+    if bad.any():
+        raise ValueError(f"{name} must hold signed {data_bits}-bit values ({lo}..{hi}), "
+                         f"not {int(values[bad].flat[0])}")
+    return values
+
+
+def _check_float_array(name, values, min_ndim=1):
+    values = np.asarray(values)
+    if values.dtype == np.bool_ or not (np.issubdtype(values.dtype, np.integer)
+                                        or np.issubdtype(values.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, not {values.dtype}")
+    if values.ndim < min_ndim or 0 in values.shape:
+        raise ValueError(f"{name} must be a non-empty array with at least {min_ndim} "
+                         f"dimension(s), not of shape {values.shape}")
+    values = values.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(f"{name} must hold finite values")
+    return values
+
+
+def _round_half_up(value):
+    return int(math.floor(value + 0.5))
+
+
+# --- offline threshold profiling (section 4.3) -----------------------------------------------
+
+
+def topk_counts(n, outer=DEFAULT_OUTER, inner=DEFAULT_INNER, outer_split=0.5):
+    """Return ``(k_lo, k_hi, k_in)``: how many of ``n`` values each topK selects.
+
+    ``k_hi = round(outer * outer_split * n)``, ``k_lo = round(outer * n) - k_hi``,
+    ``k_in = round(inner * n)`` (round half up), then ``k_hi <= n - 1``,
+    ``k_lo <= n - 1 - k_hi`` and ``k_in <= n`` (see the module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Values per run, >= 1.
+    outer, inner : float
+        Fractions of the outer and inner groups, each in 0..1, ``outer + inner <= 1``.
+    outer_split : float
+        Share of the outer fraction on the upper tail, 0..1.
+
+    Returns
+    -------
+    tuple of 3 int
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is invalid (the message names it).
+    """
+    n = _check_int("n", n, 1)
+    outer, inner, outer_split = _check_ratios(outer, inner, outer_split)
+    k_out = _round_half_up(outer * n)
+    k_hi = min(_round_half_up(outer * outer_split * n), k_out)
+    k_lo = k_out - k_hi
+    k_hi = min(k_hi, n - 1)
+    k_lo = min(k_lo, n - 1 - k_hi)
+    return k_lo, k_hi, min(_round_half_up(inner * n), n)
+
+
+def _cut_points(x, k_lo, k_hi, k_in):
+    """Per-run ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)`` along the last axis of int64 ``x``."""
+    n = x.shape[-1]
+    kth = sorted({k_lo, n - 1 - k_hi})
+    part = np.partition(x, kth, axis=-1)
+    t_lo_o, t_hi_o = part[..., k_lo], part[..., n - 1 - k_hi]
+    if k_in:
+        a = np.partition(np.abs(x), k_in - 1, axis=-1)[..., k_in - 1]
+    else:
+        a = np.zeros(x.shape[:-1], np.int64)
+    t_lo_i = np.clip(-a, t_lo_o, t_hi_o)
+    t_hi_i = np.clip(a, t_lo_i, t_hi_o)
+    return np.stack([t_lo_o, t_lo_i, t_hi_i, t_hi_o], axis=-1)
+
+
+def _average(cuts):
+    """Round-half-up mean over axis 0, exact in integers."""
+    runs = cuts.shape[0]
+    return (2 * cuts.sum(axis=0) + runs) // (2 * runs)
+
+
+def run_cut_points(runs, outer=DEFAULT_OUTER, inner=DEFAULT_INNER, data_bits=16,
+                   outer_split=0.5):
+    """Return the four cut points of every profiling run of one layer (before averaging).
+
+    Oaken section 4.3: the thresholds of each inference run come from topK operations; here
+    the order statistics of the module docstring, computed with :func:`numpy.partition` for all
+    runs at once.
+
+    Parameters
+    ----------
+    runs : array_like of int, shape (n_runs, ...)
+        One layer's K (or V) values from each profiling run, signed ``data_bits`` fixed point;
+        everything after the first axis is one run.
+    outer, inner : float
+        Outer and inner group fractions (default 0.04 and 0.06; middle = 1 - outer - inner).
+    data_bits : int
+        Width of the values, 2..32.
+    outer_split : float
+        Share of the outer fraction on the upper tail (default 0.5, even split).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_runs, 4)
+        ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)`` per run, ordered.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is invalid (the message names it).
+    """
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    outer, inner, outer_split = _check_ratios(outer, inner, outer_split)
+    runs = _check_samples("runs", runs, 2, data_bits, "(n_runs, ...) with non-empty runs")
+    x = runs.reshape(runs.shape[0], -1)
+    return _cut_points(x, *topk_counts(x.shape[1], outer, inner, outer_split))
+
+
+def profile_thresholds(runs, outer=DEFAULT_OUTER, inner=DEFAULT_INNER, data_bits=16,
+                       outer_split=0.5):
+    """Profile one layer's group thresholds offline: per-run topK cut points, averaged.
+
+    Oaken section 4.3 ("the four group thresholds are extracted ... from the KV cache of each
+    inference run using topK operations, and their averages are computed for each decoder
+    layer") and 6.1 (about a hundred runs, ratio 4 / 90 / 6 %). The cut points of each run are
+    those of :func:`run_cut_points`; each is averaged over the runs and rounded half up
+    (exact integer arithmetic).
+
+    Parameters
+    ----------
+    runs : array_like of int, shape (n_runs, ...)
+        One layer's K (or V) values from each profiling run, signed ``data_bits`` fixed point.
+    outer, inner : float
+        Outer and inner group fractions; middle = 1 - outer - inner.
+    data_bits : int
+        2..32.
+    outer_split : float
+        Share of the outer fraction on the upper tail (default 0.5).
+
+    Returns
+    -------
+    tuple of 4 int
+        ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)`` with ``t_lo_o <= t_lo_i <= t_hi_i <= t_hi_o``,
+        each a signed ``data_bits`` value: the ``thresholds`` argument of
+        :func:`golden.oaken.quantize_vector`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is invalid (the message names it).
+    """
+    cuts = run_cut_points(runs, outer, inner, data_bits, outer_split)
+    return tuple(int(t) for t in _average(cuts))
+
+
+def profile_layers(kv, outer=DEFAULT_OUTER, inner=DEFAULT_INNER, data_bits=16,
+                   outer_split=0.5):
+    """Profile every decoder layer at once (Oaken section 4.1 observation 1: per layer).
+
+    Equivalent to ``[profile_thresholds(kv[:, layer], ...) for layer in range(n_layers)]``,
+    computed in one vectorized pass.
+
+    Parameters
+    ----------
+    kv : array_like of int, shape (n_runs, n_layers, ...)
+        K (or V) values of every layer in every profiling run.
+    outer, inner, data_bits, outer_split
+        As for :func:`profile_thresholds`.
+
+    Returns
+    -------
+    list of tuple of 4 int
+        One ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)`` per layer.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is invalid (the message names it).
+    """
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    outer, inner, outer_split = _check_ratios(outer, inner, outer_split)
+    kv = _check_samples("kv", kv, 3, data_bits, "(n_runs, n_layers, ...) with non-empty runs")
+    x = kv.reshape(kv.shape[0], kv.shape[1], -1)
+    cuts = _cut_points(x, *topk_counts(x.shape[2], outer, inner, outer_split))
+    return [tuple(int(t) for t in row) for row in _average(cuts)]
+
+
+def group_fractions(x, thresholds, data_bits=16):
+    """Return the observed ``(outer, middle, inner)`` fractions of ``x`` under ``thresholds``.
+
+    Groups as in :func:`golden.oaken.decompose` (SPEC section 4).
+    """
+    group = decompose(x, thresholds, data_bits)["group"]
+    n = group.size
+    return tuple(float(np.count_nonzero(group == g)) / n for g in (OUTER, MIDDLE, INNER))
+
+
+# --- synthetic KV cache ----------------------------------------------------------------------
+
+
+def synthetic_kv(rng, n_tokens, n_channels, kind="key", layer=0, model_seed=0, frac_bits=8,
+                 data_bits=16, n_outlier_channels=None, outlier_scale=8.0, spike_rate=0.01,
+                 spike_df=3.0, spike_scale=6.0):
+    """Draw a synthetic K or V cache block with a Gaussian bulk and heavy-tailed outliers.
+
+    Imitates Oaken section 4.1: magnitudes differ per layer (observation 1), the distribution
+    is a property of the layer, not of the input (observation 2: the *structure* below depends
+    only on ``model_seed``, ``layer`` and ``kind``; ``rng`` only draws the tokens), and large
+    values gather in a few key channels, with scattered exceptions (observation 3).
+
+    Structure, from ``numpy.random.default_rng([model_seed, layer, kind])``: a layer scale
+    ``exp(N(0, 0.35))``; per channel a scale ``layer_scale * exp(N(0, 0.25))``; for keys a
+    per-channel offset ``N(0, 0.3) * layer_scale`` and ``n_outlier_channels`` channels whose
+    scale is multiplied by ``outlier_scale`` and whose offset is ``±1`` times that scale.
+    Tokens, from ``rng``: ``offset + scale * N(0, 1)`` per element (values: times a per-token
+    factor ``exp(N(0, 0.2))``); with probability ``spike_rate`` an element is replaced by a
+    spike ``layer_scale * spike_scale * t(spike_df)`` (Student-t). Real values are converted to
+    fixed point ``round(x * 2^frac_bits)`` and saturated to signed ``data_bits``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator or int
+        Source of the token samples (an int is a seed for ``numpy.random.default_rng``).
+    n_tokens, n_channels : int
+        Shape of the block, each >= 1.
+    kind : {"key", "value"}
+    layer, model_seed : int
+        Select the layer structure, each >= 0.
+    frac_bits : int
+        Fractional bits, 0..data_bits - 1 (default 8: Q8.8 in 16 bits).
+    data_bits : int
+        2..32.
+    n_outlier_channels : int or None
+        Key outlier channels; None is ``round(n_channels / 32)`` for keys and 0 for values.
+    outlier_scale, spike_scale : float
+        Scale factors, >= 0.
+    spike_rate : float
+        0..1.
+    spike_df : float
+        Student-t degrees of freedom, > 0 (small is heavier-tailed).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_tokens, n_channels)
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is invalid (the message names it).
+    """
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        rng = np.random.default_rng(_check_int("rng", rng, 0))
+    elif not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator or a seed, not {rng!r}")
+    n_tokens = _check_int("n_tokens", n_tokens, 1)
+    n_channels = _check_int("n_channels", n_channels, 1)
+    if kind not in ("key", "value"):
+        raise ValueError(f"kind must be 'key' or 'value', not {kind!r}")
+    layer = _check_int("layer", layer, 0)
+    model_seed = _check_int("model_seed", model_seed, 0)
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    frac_bits = _check_int("frac_bits", frac_bits, 0, data_bits - 1)
+    if n_outlier_channels is None:
+        n_outlier_channels = round(n_channels / 32) if kind == "key" else 0
+    n_outlier_channels = _check_int("n_outlier_channels", n_outlier_channels, 0, n_channels)
+    outlier_scale = _check_fraction("outlier_scale", outlier_scale, 0.0, math.inf)
+    spike_scale = _check_fraction("spike_scale", spike_scale, 0.0, math.inf)
+    spike_rate = _check_fraction("spike_rate", spike_rate)
+    spike_df = _check_fraction("spike_df", spike_df, 0.0, math.inf)
+    if spike_df == 0.0:
+        raise ValueError(f"spike_df must be positive, not {spike_df!r}")
+
+    srng = np.random.default_rng([model_seed, layer, 0 if kind == "key" else 1])
+    layer_scale = math.exp(srng.normal(0.0, 0.35))
+    scale = layer_scale * np.exp(srng.normal(0.0, 0.25, n_channels))
+    offset = np.zeros(n_channels)
+    outliers = srng.choice(n_channels, n_outlier_channels, replace=False)
+    if kind == "key":
+        offset = srng.normal(0.0, 0.3, n_channels) * layer_scale
+        scale[outliers] *= outlier_scale
+        offset[outliers] = srng.choice([-1.0, 1.0], n_outlier_channels) * scale[outliers]
+
+    x = offset + scale * rng.standard_normal((n_tokens, n_channels))
+    if kind == "value":
+        x *= np.exp(rng.normal(0.0, 0.2, (n_tokens, 1)))
+    spikes = rng.random((n_tokens, n_channels)) < spike_rate
+    tail = layer_scale * spike_scale * rng.standard_t(spike_df, (n_tokens, n_channels))
+    x = np.where(spikes, tail, x)
+    lo, hi = -(1 << (data_bits - 1)), (1 << (data_bits - 1)) - 1
+    return np.clip(np.rint(x * (1 << frac_bits)), lo, hi).astype(np.int64)
+
+
+# --- baselines -------------------------------------------------------------------------------
+
+
+class QuantResult(NamedTuple):
+    """A simulated quantize-dequantize pass and what it stores.
+
+    Attributes
+    ----------
+    recon : numpy.ndarray of float64
+        Reconstruction, the shape of the input.
+    step : numpy.ndarray of float64
+        Quantization step used for each element (the stored scale); 0 where the element is
+        stored exactly or its group has ``max == min``.
+    bits_per_element : float
+        All bits stored (codes, sparse entries, per-group metadata) over the element count.
+    bits_per_element_no_meta : float
+        The same without per-group metadata (scales, zeros).
+    bits_per_outlier : float or None
+        Bits of one sparse or high-precision outlier entry; None if the scheme has none.
+    """
+
+    recon: np.ndarray
+    step: np.ndarray
+    bits_per_element: float
+    bits_per_element_no_meta: float
+    bits_per_outlier: object
+
+
+def _check_bits(name, bits):
+    return _check_int(name, bits, 1, 16)
+
+
+def _check_meta_dtype(meta_dtype):
+    if meta_dtype is None:
+        return None
+    dtype = np.dtype(meta_dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise TypeError(f"meta_dtype must be a floating dtype or None, not {meta_dtype!r}")
+    return dtype
+
+
+def _asym(v, mask, bits, meta_dtype):
+    """Asymmetric ``bits``-bit quantization over the last axis, where ``mask`` holds.
+
+    Returns ``(recon, step)`` (both the shape of ``v``; unmasked positions 0).
+    """
+    levels = (1 << bits) - 1
+    lo = np.where(mask, v, np.inf).min(axis=-1, keepdims=True)
+    hi = np.where(mask, v, -np.inf).max(axis=-1, keepdims=True)
+    empty = ~np.isfinite(lo)
+    lo = np.where(empty, 0.0, lo)
+    hi = np.where(empty, 0.0, hi)
+    d = (hi - lo) / levels
+    if meta_dtype is not None:                       # scale and zero as stored
+        d = d.astype(meta_dtype).astype(np.float64)
+        lo = lo.astype(meta_dtype).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d > 0, np.clip(np.floor((v - lo) / d + 0.5), 0, levels), 0.0)
+    recon = np.where(mask, lo + q * d, 0.0)
+    step = np.where(mask, np.broadcast_to(d, v.shape), 0.0)
+    return recon, step
+
+
+def _grouped_asym(x, axis, group_size, bits, meta_dtype, mask=None):
+    """Asymmetric quantization in groups of ``group_size`` along ``axis`` (last group ragged).
+
+    Returns ``(recon, step, n_groups_total)``.
+    """
+    x = np.moveaxis(x, axis, -1)
+    mask = np.ones(x.shape, bool) if mask is None else np.moveaxis(mask, axis, -1)
+    n = x.shape[-1]
+    g = n if group_size is None else group_size
+    n_groups = -(-n // g)
+    pad = n_groups * g - n
+    widths = [(0, 0)] * (x.ndim - 1) + [(0, pad)]
+    xp = np.pad(x, widths).reshape(x.shape[:-1] + (n_groups, g))
+    mp = np.pad(mask, widths).reshape(xp.shape)
+    recon, step = _asym(xp, mp, bits, meta_dtype)
+    shape = x.shape[:-1] + (n_groups * g,)
+    recon = np.moveaxis(recon.reshape(shape)[..., :n], -1, axis)
+    step = np.moveaxis(step.reshape(shape)[..., :n], -1, axis)
+    return recon, step, int(np.prod(x.shape[:-1])) * n_groups
+
+
+def per_token_int4(x, group_size=64, bits=4, meta_dtype=np.float16):
+    """Plain per-token asymmetric INT4: min / max per group of ``group_size`` channels.
+
+    The simplest 4-bit KV baseline: each token's vector is cut into groups of ``group_size``
+    consecutive channels (the last group may be shorter; ``None``: one group per token), each
+    with its own fp16 scale and zero (module docstring). Default 64, the chunk of
+    :mod:`golden.oaken`, so both carry metadata at the same granularity.
+
+    Parameters
+    ----------
+    x : array_like of real, shape (..., n_channels)
+    group_size : int or None
+        >= 1, or None for whole tokens.
+    bits : int
+        Code width, 1..16.
+    meta_dtype : dtype or None
+        Storage type of scale and zero (None: float64, unrounded).
+
+    Returns
+    -------
+    QuantResult
+        ``bits + 32 n_groups / n`` bits per element (32 = fp16 scale + zero).
+    """
+    x = _check_float_array("x", x)
+    if group_size is not None:
+        group_size = _check_int("group_size", group_size, 1)
+    bits = _check_bits("bits", bits)
+    meta_dtype = _check_meta_dtype(meta_dtype)
+    recon, step, n_groups = _grouped_asym(x, -1, group_size, bits, meta_dtype)
+    return QuantResult(recon, step, bits + 32 * n_groups / x.size, float(bits), None)
+
+
+def kivi_like(x, kind="key", group_size=32, bits=4, meta_dtype=np.float16):
+    """KIVI-like baseline: keys per-channel, values per-token, asymmetric INT4 in groups.
+
+    After KIVI (Liu et al., cited in Oaken section 3 and 6.1): a key channel is quantized over
+    groups of ``group_size`` consecutive tokens, a value token over groups of ``group_size``
+    consecutive channels; fp16 scale and zero per group. KIVI's full-precision window of
+    recent tokens is not modelled (every token is quantized).
+
+    Parameters
+    ----------
+    x : array_like of real, shape (..., n_tokens, n_channels)
+    kind : {"key", "value"}
+    group_size : int
+        >= 1 (the last group along the axis may be shorter).
+    bits : int
+        1..16.
+    meta_dtype : dtype or None
+
+    Returns
+    -------
+    QuantResult
+        ``bits + 32 n_groups / n`` bits per element (5.0 for INT4 with groups of 32).
+    """
+    x = _check_float_array("x", x, 2)
+    if kind not in ("key", "value"):
+        raise ValueError(f"kind must be 'key' or 'value', not {kind!r}")
+    group_size = _check_int("group_size", group_size, 1)
+    bits = _check_bits("bits", bits)
+    meta_dtype = _check_meta_dtype(meta_dtype)
+    axis = -2 if kind == "key" else -1
+    recon, step, n_groups = _grouped_asym(x, axis, group_size, bits, meta_dtype)
+    return QuantResult(recon, step, bits + 32 * n_groups / x.size, float(bits), None)
+
+
+def atom_like(x, n_outlier_channels=8, group_size=64, bits=4, outlier_bits=8, calib=None,
+              meta_dtype=np.float16):
+    """Atom-like baseline: reordered outlier channels at INT8, the rest INT4 in groups.
+
+    After Atom (Zhao et al., cited in Oaken section 3 and 6.1): the ``n_outlier_channels``
+    channels of largest mean ``|x|`` over ``calib`` (calibration data, offline; default ``x``
+    itself) are moved to the end of each token and quantized together at ``outlier_bits``; the
+    remaining channels, in their original order, are quantized per token in groups of
+    ``group_size`` at ``bits``. Every group (the outlier group included) is asymmetric with an
+    fp16 scale and zero. The permutation is per layer and not counted.
+
+    Parameters
+    ----------
+    x : array_like of real, shape (..., n_channels)
+    n_outlier_channels : int
+        0..n_channels.
+    group_size : int
+        >= 1 (the last inlier group may be shorter).
+    bits, outlier_bits : int
+        1..16.
+    calib : array_like of real, shape (..., n_channels), optional
+    meta_dtype : dtype or None
+
+    Returns
+    -------
+    QuantResult
+        ``bits_per_outlier`` is ``outlier_bits`` (per outlier-channel element).
+    """
+    x = _check_float_array("x", x)
+    n_channels = x.shape[-1]
+    n_out = _check_int("n_outlier_channels", n_outlier_channels, 0, n_channels)
+    group_size = _check_int("group_size", group_size, 1)
+    bits = _check_bits("bits", bits)
+    outlier_bits = _check_bits("outlier_bits", outlier_bits)
+    meta_dtype = _check_meta_dtype(meta_dtype)
+    calib = x if calib is None else _check_float_array("calib", calib)
+    if calib.shape[-1] != n_channels:
+        raise ValueError(f"calib must have {n_channels} channels (the last axis of x), "
+                         f"not {calib.shape[-1]}")
+    energy = np.abs(calib).reshape(-1, n_channels).mean(axis=0)
+    order = np.argsort(-energy, kind="stable")
+    out_ch = np.sort(order[:n_out])
+    in_ch = np.sort(order[n_out:])
+    recon = np.zeros_like(x)
+    step = np.zeros_like(x)
+    tokens = x.size // n_channels
+    meta_groups = 0
+    if in_ch.size:
+        r, s, g = _grouped_asym(x[..., in_ch], -1, group_size, bits, meta_dtype)
+        recon[..., in_ch], step[..., in_ch] = r, s
+        meta_groups += g
+    if n_out:
+        r, s, g = _grouped_asym(x[..., out_ch], -1, None, outlier_bits, meta_dtype)
+        recon[..., out_ch], step[..., out_ch] = r, s
+        meta_groups += g
+    payload = tokens * (bits * in_ch.size + outlier_bits * n_out)
+    return QuantResult(recon, step, (payload + 32 * meta_groups) / x.size, payload / x.size,
+                       float(outlier_bits) if n_out else None)
+
+
+def _chunks(n, vec_len):
+    return [(start, min(start + vec_len, n)) for start in range(0, n, vec_len)]
+
+
+def coo23_mixed(x, thresholds, vec_len=64, bits=4, data_bits=16, meta_dtype=np.float16):
+    """Mixed-precision dense-and-sparse baseline: 23-bit COO outliers, INT4 inliers.
+
+    Oaken section 4.4's comparison point ("a storage cost of 23 bits per entry: 16 bits for the
+    value, 6 bits for the index, and 1 bit to indicate the group"), as in KVQuant-style
+    dense-and-sparse schemes: with Oaken's own thresholds and groups (SPEC section 4), inner
+    and outer elements are kept exactly as 16-bit values in COO entries; middle elements are
+    quantized per ``vec_len`` chunk to ``bits`` asymmetric over their values *without* group
+    shift (min / max of the middle values, fp16 scale and zero), in a dense vector of
+    ``vec_len`` codes whose outlier positions are zeroed.
+
+    Parameters
+    ----------
+    x : array_like of int, shape (..., n)
+        Signed ``data_bits`` values; chunks of ``vec_len`` along the last axis (last one
+        possibly shorter).
+    thresholds : sequence of 4 int
+    vec_len : int
+        1..64.
+    bits : int
+        1..16.
+    data_bits : int
+        2..32; the COO entry is ``data_bits + 7`` bits (23 for 16-bit data).
+    meta_dtype : dtype or None
+
+    Returns
+    -------
+    QuantResult
+        ``bits_per_outlier`` is ``data_bits + 7``.
+    """
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    x = _check_samples("x", x, 1, data_bits, "(..., n)")
+    vec_len = _check_int("vec_len", vec_len, 1, MAX_VEC_LEN)
+    bits = _check_bits("bits", bits)
+    meta_dtype = _check_meta_dtype(meta_dtype)
+    middle = decompose(x, thresholds, data_bits)["group"] == MIDDLE
+    recon, step, n_groups = _grouped_asym(x.astype(np.float64), -1, vec_len, bits, meta_dtype,
+                                          mask=middle)
+    recon = np.where(middle, recon, x)
+    n_outliers = int(np.count_nonzero(~middle))
+    entry = data_bits + 7
+    payload = bits * x.size + entry * n_outliers
+    return QuantResult(recon, step, (payload + 32 * n_groups) / x.size, payload / x.size,
+                       float(entry))
+
+
+# --- Oaken: bits and round trips -------------------------------------------------------------
+
+
+class OakenResult(NamedTuple):
+    """Oaken's integer path over many chunks, with counts from the real encoder outputs.
+
+    Attributes
+    ----------
+    recon : numpy.ndarray of int64
+        :func:`golden.oaken.dequantize_vector` of every chunk, the shape of the input.
+    bits_per_element, bits_per_element_no_meta : float
+        Stored bits (dense codes, COO entries, and the metadata or not) per element.
+    bits_per_outlier : int
+        8 (one COO entry; the 4 magnitude bits ride in the dense vector).
+    n_elements, n_chunks, n_inner, n_outer : int
+        Element and chunk counts; inner and outer COO entries, by their group bit.
+    """
+
+    recon: np.ndarray
+    bits_per_element: float
+    bits_per_element_no_meta: float
+    bits_per_outlier: int
+    n_elements: int
+    n_chunks: int
+    n_inner: int
+    n_outer: int
+
+
+def oaken_chunk_bits(chunk, data_bits=16, frac_bits=8, metadata=True):
+    """Return the bits one :class:`golden.oaken.OakenChunk` occupies.
+
+    ``4 vec_len`` (dense codes) ``+ 8 n_coo`` (Oaken section 4.5) ``+ 6 M`` if ``metadata``,
+    ``M = data_bits + frac_bits + 2`` (SPEC section 4: six signed fixed-point values).
+    """
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    frac_bits = _check_int("frac_bits", frac_bits, 1, 16)
+    bits = CODE_BITS * len(chunk.dense) + COO_BITS * len(chunk.coo)
+    return bits + (6 * (data_bits + frac_bits + 2) if metadata else 0)
+
+
+def oaken_roundtrip(x, thresholds, frac_bits=8, data_bits=16, vec_len=64):
+    """Encode and decode ``x`` with Oaken's bit-exact integer model, chunk by chunk.
+
+    Every ``vec_len`` chunk along the last axis (the last one may be shorter) goes through
+    :func:`golden.oaken.quantize_vector` and :func:`golden.oaken.dequantize_vector`; bits and
+    outlier counts are taken from the returned chunks.
+
+    Parameters
+    ----------
+    x : array_like of int, shape (..., n)
+        Signed ``data_bits`` values.
+    thresholds : sequence of 4 int
+        One layer's ``(t_lo_o, t_lo_i, t_hi_i, t_hi_o)``.
+    frac_bits, data_bits, vec_len : int
+        As for :func:`golden.oaken.quantize_vector`.
+
+    Returns
+    -------
+    OakenResult
+    """
+    data_bits = _check_int("data_bits", data_bits, 2, 32)
+    x = _check_samples("x", x, 1, data_bits, "(..., n)")
+    vec_len = _check_int("vec_len", vec_len, 1, MAX_VEC_LEN)
+    rows = x.reshape(-1, x.shape[-1])
+    recon = np.empty_like(rows)
+    bits = bits_no_meta = n_inner = n_outer = n_chunks = 0
+    for r, row in enumerate(rows):
+        for start, stop in _chunks(row.size, vec_len):
+            c = quantize_vector(row[start:stop], thresholds, frac_bits, data_bits, stop - start)
+            recon[r, start:stop] = dequantize_vector(c.dense, c.coo, c.meta, thresholds,
+                                                     frac_bits, data_bits)
+            bits_no_meta += oaken_chunk_bits(c, data_bits, frac_bits, metadata=False)
+            bits += oaken_chunk_bits(c, data_bits, frac_bits)
+            outer_bit = unpack_coo(c.coo)[1]
+            n_outer += int(outer_bit.sum())
+            n_inner += int(outer_bit.size - outer_bit.sum())
+            n_chunks += 1
+    return OakenResult(recon.reshape(x.shape), bits / x.size, bits_no_meta / x.size, COO_BITS,
+                       x.size, n_chunks, n_inner, n_outer)
+
+
+def oaken_float_roundtrip(x, thresholds, vec_len=64):
+    """:func:`golden.oaken.quantize_dequantize_float` over ``vec_len`` chunks of the last axis.
+
+    Unlike that function, the last axis need not be a multiple of ``vec_len``: a shorter final
+    chunk is handled on its own. Returns float64, the shape of ``x``.
+    """
+    x = np.asarray(x)
+    vec_len = _check_int("vec_len", vec_len, 1, MAX_VEC_LEN)
+    if x.ndim < 1:
+        raise ValueError(f"x must have shape (..., n), not {x.shape}")
+    n = x.shape[-1]
+    full = n - n % vec_len
+    out = np.empty(x.shape, np.float64)
+    if full:
+        head = x[..., :full].reshape(x.shape[:-1] + (full // vec_len, vec_len))
+        out[..., :full] = quantize_dequantize_float(head, thresholds, vec_len).reshape(
+            x.shape[:-1] + (full,))
+    if full < n:
+        out[..., full:] = quantize_dequantize_float(x[..., full:], thresholds, n - full)
+    return out
+
+
+def effective_bitwidth(outer=DEFAULT_OUTER, inner=DEFAULT_INNER, code_bits=CODE_BITS,
+                       coo_bits=COO_BITS):
+    """Oaken's effective bitwidth without metadata: ``code_bits + coo_bits (outer + inner)``.
+
+    Oaken section 6.2 (Fig. 12(a), Table 3): 4.8 bits at 4 / 90 / 6 %.
+    """
+    outer, inner, _ = _check_ratios(outer, inner, 0.5)
+    return code_bits + coo_bits * (outer + inner)
+
+
+# --- error metrics ---------------------------------------------------------------------------
+
+
+class ErrorMetrics(NamedTuple):
+    """Reconstruction error of ``y`` against ``x``.
+
+    Attributes
+    ----------
+    rmse : float
+        ``sqrt(mean((y - x)^2))``.
+    max_abs : float
+        ``max |y - x|``.
+    sqnr_db : float
+        ``10 log10(sum x^2 / sum (y - x)^2)`` (``inf`` for an exact reconstruction).
+    rel_err : float
+        ``||y - x||_2 / ||x||_2``.
+    """
+
+    rmse: float
+    max_abs: float
+    sqnr_db: float
+    rel_err: float
+
+
+def error_metrics(x, y):
+    """Return :class:`ErrorMetrics` of the reconstruction ``y`` of ``x`` (same shape)."""
+    x = _check_float_array("x", x)
+    y = _check_float_array("y", y)
+    if x.shape != y.shape:
+        raise ValueError(f"y must have the shape of x {x.shape}, not {y.shape}")
+    e = y - x
+    noise = float(np.sum(e * e))
+    signal = float(np.sum(x * x))
+    with np.errstate(divide="ignore"):
+        sqnr = float(10 * np.log10(signal / noise)) if noise else math.inf
+    return ErrorMetrics(math.sqrt(noise / e.size), float(np.abs(e).max()), sqnr,
+                        math.sqrt(noise / signal) if signal else (0.0 if not noise else math.inf))
