@@ -53,31 +53,29 @@ def _sim(args):
 
 
 #: Throughput benchmarks: (unit, configuration, overrides, bench environment).
-BENCHMARKS = [
-    ("kllm_idx_counter", "kllm-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
-    ("kllm_idx_counter", "kllm-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 1024}),
-    ("kllm_idx_counter", "kllm-w3a3", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
-    ("kllm_idx_counter", "kllm-ik-a4", {}, {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+COUNTER_BENCHMARKS = [
+    ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+    ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 1024}),
+    ("kllm-w3a3", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+    ("kllm-ik-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
 ]
 
 
-def _bench(args):
-    """Print sustained throughput of the streaming units, measured in simulation (cycles)."""
-    selected = [entry for entry in BENCHMARKS if not args.unit or entry[0] in args.unit]
-    if selected:
-        print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
-              "first-bin latency | total cycles (serial) |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for unit, config, overrides, env in selected:
-        metrics = run_testbench(unit, overrides, config=config, testcase="sustained_throughput",
-                                extra_env=env, name="bench")
+def _bench_counter():
+    print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
+          "first-bin latency | total cycles (serial) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for config, env in COUNTER_BENCHMARKS:
+        metrics = run_testbench("kllm_idx_counter", {}, config=config,
+                                testcase="sustained_throughput", extra_env=env, name="bench")
         m = metrics["sustained_throughput"]
-        print(f"| {unit} | {config} | {m['k']} | {m['bins']} | {m['indices_per_cycle']:.2f} | "
-              f"{m['cycles_per_column']:.1f} | {100 * m['readout_overlap']:.0f} % | "
-              f"{m['first_bin_latency']} | {m['total_cycles']} ({m['serial_cycles']}) |")
-    if args.unit and "orizuru" not in args.unit:
-        return 0
-    print()
+        print(f"| kllm_idx_counter | {config} | {m['k']} | {m['bins']} | "
+              f"{m['indices_per_cycle']:.2f} | {m['cycles_per_column']:.1f} | "
+              f"{100 * m['readout_overlap']:.0f} % | {m['first_bin_latency']} | "
+              f"{m['total_cycles']} ({m['serial_cycles']}) |")
+
+
+def _bench_orizuru():
     print("| unit | n | k | cycles/vector (back to back) | latency to first beat | "
           "bound log2(n) + k + 2 |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -89,6 +87,48 @@ def _bench(args):
             bound = n.bit_length() - 1 + k + 2
             print(f"| orizuru | {n} | {k} | {m['cycles_per_vector']:.2f} | {m['latency']} | "
                   f"{bound} |")
+
+
+def _bench_oaken():
+    densities = (0.0, 0.01, 0.1, 0.5, 1.0)
+    print("| unit | config | COO packing | chunks/density | "
+          + " | ".join(f"beats/cycle at {100 * d:g} %" for d in densities)
+          + " | first beat (cycle) |")
+    print("|---|---|---|---:|" + "---:|" * len(densities) + "---:|")
+    for config, packing in (("oaken-16", "full"), ("oaken-16", "random"), ("oaken-64", "full"),
+                            ("oaken-64", "random")):
+        metrics = run_testbench("oaken_dequantizer", {}, config=config,
+                                testcase=[f"sustained_rate/density={d!r}" for d in densities],
+                                extra_env={"QLLM_CHUNKS": 2000, "QLLM_COO_PACKING": packing},
+                                name=f"bench-{packing}")
+        runs = [metrics[f"sustained_rate[{d}]"] for d in densities]
+        lanes = UNITS["oaken_dequantizer"].configs[config]["lanes"]
+        print(f"| oaken_dequantizer | {config} | {packing} | {runs[0]['beats'] * lanes // 64} | "
+              + " | ".join(f"{r['beats_per_cycle']:.3f}" for r in runs)
+              + f" | {runs[0]['first_beat_cycle']} |")
+
+
+#: Per unit, a function printing its throughput table (``make bench``).
+BENCHMARKS = {
+    "kllm_idx_counter": _bench_counter,
+    "orizuru": _bench_orizuru,
+    "oaken_dequantizer": _bench_oaken,
+}
+
+
+def _bench(args):
+    """Print sustained throughput of the streaming units, measured in simulation (cycles)."""
+    unknown = sorted(set(args.unit or []) - set(BENCHMARKS))
+    if unknown:
+        print(f"no benchmark for {', '.join(unknown)}; benchmarks exist for "
+              f"{', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
+        return 2
+    for k, (unit, bench) in enumerate(BENCHMARKS.items()):
+        if args.unit and unit not in args.unit:
+            continue
+        if k:
+            print()
+        bench()
     return 0
 
 

@@ -12,7 +12,9 @@ random_coo_packing
     The same with COO beats of random sizes (0..lanes entries, trailing empty ``last`` beats).
 sustained_rate(density)
     No backpressure, COO beats packed full: records output beats per cycle and checks that the
-    unit keeps one beat per cycle (after the pipeline fills) at every density.
+    unit keeps one beat per cycle (after the pipeline fills) at every density. With
+    ``QLLM_COO_PACKING=random`` the COO beats have random sizes and the rate is only recorded
+    (``make bench`` prints both).
 malformed_coo
     Chunks whose COO entries are out of order or out of range, between well-formed chunks:
     ``coo_error`` rises, exactly ``vec_len / lanes`` beats leave per chunk, and every
@@ -83,7 +85,8 @@ async def sustained_rate(dut, density):
     bench = Bench(dut, seed_offset=int(density * 1000) + 500)
     count = max(8, int(os.environ.get("QLLM_CHUNKS", 2000)) // 20)
     chunks = encode_chunks(bench.rng, count, density, **_params(bench))
-    beats = await _run(bench, chunks)
+    random_packing = os.environ.get("QLLM_COO_PACKING", "full") == "random"
+    beats = await _run(bench, chunks, random_packing=random_packing)
     cycles = bench.monitors["o"].transfer_cycles
     span = cycles[-1] - cycles[0] + 1
     rate = beats / span
@@ -91,7 +94,7 @@ async def sustained_rate(dut, density):
                   "cycle %d", density, beats, span, rate, cycles[0])
     record_metrics(f"sustained_rate[{density}]", beats=beats, cycles=span,
                    beats_per_cycle=rate, first_beat_cycle=cycles[0])
-    assert span == beats, (
+    assert random_packing or span == beats, (
         f"density {density}: {beats} beats took {span} cycles; full COO packing must sustain "
         f"one beat per cycle")
 
