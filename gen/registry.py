@@ -121,6 +121,24 @@ UNITS = {
             testbench="verif.tb_oaken_dequantizer",
             summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
         ),
+        UnitSpec(
+            name="p3_pe",
+            factory="hdl.p3_pe:P3Pe",
+            defaults={},
+            configs={
+                # P3-LLM section V-C / Fig. 6(c): one PE of the PCU, a 4-way dot product.
+                "p3-pcu-pe": {},
+            },
+            testbench="verif.tb_p3_pe",
+            summary="P3-LLM PE: 4-way FP8 (E4M3/S0E4M4) x INT4/BitMoD dot product, 32-bit acc",
+        ),
+        UnitSpec(
+            name="fp16_mac",
+            factory="hdl.fp16_mac:Fp16Mac",
+            defaults={},
+            testbench="verif.tb_fp16_mac",
+            summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
+        ),
     ]
 }
 
