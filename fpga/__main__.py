@@ -15,6 +15,7 @@ from fpga.area import (
     area_csv,
     area_markdown,
     area_table,
+    comparison_table,
     find_units,
     remove_reports,
     synthesize_all,
@@ -111,6 +112,10 @@ def _area_command(arguments: argparse.Namespace) -> int:
         area_csv(units, targets, results),
     )
     print(area_table(units, targets, results))
+    comparison = comparison_table(units, targets, results)
+    if comparison:
+        print()
+        print(comparison)
     _report(f"fpga area: wrote {markdown_path} and {csv_path}")
     return EXIT_OK
 

@@ -25,6 +25,7 @@ __all__ = [
     "area_csv",
     "area_markdown",
     "area_table",
+    "comparison_table",
     "find_units",
     "format_params",
     "remove_reports",
@@ -47,6 +48,8 @@ class Unit:
     top: str
     params: dict
     verilog: Path
+    baseline: str | None = None
+    ops_per_cycle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ def area_markdown(
     results: dict[tuple[str, str], SynthResult],
     yosys_version: str,
 ) -> str:
-    """The full Markdown report: a header, the table, and the Yosys command per target."""
+    """The full Markdown report: a header, the table, baseline ratios, the Yosys commands."""
+    comparison = comparison_table(units, targets, results)
     lines = [
         "# Area report",
         "",
@@ -182,6 +186,7 @@ def area_markdown(
         "",
         area_table(units, targets, results),
         "",
+        *([comparison, ""] if comparison else []),
         "| target | device | Yosys synthesis command |",
         "|---|---|---|",
     ]
@@ -209,6 +214,54 @@ def area_table(
             metrics = results[unit.name, target].metrics
             values = [str(metrics.get(metric, "-")) for metric in metric_columns]
             rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
+    return "\n".join(rows)
+
+
+#: Area metrics compared against a baseline, in order; the first one a target has is its
+#: "area" for the operations-per-area figure.
+COMPARED_METRICS = ("transistors", "LUT", "FF", "DSP")
+
+
+def comparison_table(
+    units: Sequence[Unit], targets: Sequence[str], results: dict[tuple[str, str], SynthResult]
+) -> str:
+    """Markdown table of unit / baseline area ratios from the same run ("" if no pair).
+
+    One row per (unit with a baseline in ``units``, target): the ratio of each metric the
+    target reports, and, where both units declare ``ops_per_cycle``, operations per cycle per
+    1,000 units of the target's primary area metric (transistors on ``cmos``, LUTs on FPGAs)
+    for the unit and its baseline.
+    """
+    by_name = {unit.name: unit for unit in units}
+    pairs = [(unit, by_name[unit.baseline]) for unit in units
+             if unit.baseline and unit.baseline in by_name]
+    if not pairs:
+        return ""
+    rows = [
+        "| unit / baseline | target | " + " | ".join(f"{m} ratio" for m in COMPARED_METRICS)
+        + " | ops/cycle per 1k area (unit, baseline) |",
+        "|---|---|" + "---:|" * (len(COMPARED_METRICS) + 1),
+    ]
+    for unit, base in pairs:
+        for target in targets:
+            mine, theirs = results[unit.name, target].metrics, results[base.name, target].metrics
+            ratios = []
+            for metric in COMPARED_METRICS:
+                if metric not in mine or metric not in theirs:
+                    ratios.append("-")
+                elif theirs[metric] == 0:
+                    ratios.append("-" if mine[metric] == 0 else "inf")
+                else:
+                    ratios.append(f"{mine[metric] / theirs[metric]:.2f}")
+            primary = next((m for m in COMPARED_METRICS if m in mine and m in theirs), None)
+            efficiency = "-"
+            if primary and unit.ops_per_cycle and base.ops_per_cycle and mine[primary] \
+                    and theirs[primary]:
+                efficiency = (f"{1000 * unit.ops_per_cycle / mine[primary]:.3g}, "
+                              f"{1000 * base.ops_per_cycle / theirs[primary]:.3g} "
+                              f"(per 1k {primary})")
+            rows.append(f"| {unit.name} / {base.name} | {target} | " + " | ".join(ratios)
+                        + f" | {efficiency} |")
     return "\n".join(rows)
 
 
@@ -269,7 +322,8 @@ def _load_unit(verilog: Path) -> Unit:
     problems = _manifest_problems(manifest, verilog.stem)
     if problems:
         raise AreaInputError(f"manifest {manifest_path}: {'; '.join(problems)}")
-    return Unit(manifest["unit"], manifest["top"], manifest["params"], verilog)
+    return Unit(manifest["unit"], manifest["top"], manifest["params"], verilog,
+                manifest.get("baseline"), manifest.get("ops_per_cycle"))
 
 
 def _manifest_problems(manifest, expected_unit: str) -> list[str]:

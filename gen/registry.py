@@ -24,6 +24,10 @@ class UnitSpec:
         Dotted name of the cocotb test module in ``verif``.
     summary : str
         One line for ``python -m gen list``.
+    baseline : str or None
+        Unit to compare area with (``make area`` prints the ratio when both are synthesized).
+    ops_per_cycle : int or None
+        Operations (MACs, comparisons...) per cycle at full rate, for area-efficiency figures.
     """
 
     name: str
@@ -32,6 +36,8 @@ class UnitSpec:
     configs: dict = field(default_factory=dict)
     testbench: str | None = None
     summary: str = ""
+    baseline: str | None = None
+    ops_per_cycle: int | None = None
 
     def build(self, params):
         """Return the component for fully resolved ``params``."""
@@ -89,6 +95,7 @@ UNITS = {
             },
             testbench="verif.tb_orizuru",
             summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",
+            baseline="orizuru_scan",
         ),
         UnitSpec(
             name="orizuru_scan",
@@ -131,6 +138,8 @@ UNITS = {
             },
             testbench="verif.tb_p3_pe",
             summary="P3-LLM PE: 4-way FP8 (E4M3/S0E4M4) x INT4/BitMoD dot product, 32-bit acc",
+            baseline="fp16_mac",
+            ops_per_cycle=4,
         ),
         UnitSpec(
             name="fp16_mac",
@@ -138,6 +147,7 @@ UNITS = {
             defaults={},
             testbench="verif.tb_fp16_mac",
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
+            ops_per_cycle=1,
         ),
     ]
 }

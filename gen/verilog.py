@@ -93,6 +93,8 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "latency": getattr(component, "latency", None),
         "ports": port_description(component),
         "signals": signal_description(component),
+        "baseline": spec.baseline,
+        "ops_per_cycle": spec.ops_per_cycle,
         "amaranth": amaranth.__version__,
     }
     _write_if_changed(verilog_path, text)

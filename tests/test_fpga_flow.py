@@ -186,3 +186,32 @@ def test_area_command_names_the_failed_run_and_drops_stale_reports(tmp_path, cap
     assert exit_code == 1
     assert "broken/cmos" in capsys.readouterr().err
     assert not stale_report.exists()
+
+
+def test_comparison_table_divides_unit_by_baseline_from_the_same_results():
+    from pathlib import Path
+
+    from fpga.area import Unit, comparison_table
+    from fpga.yosys import SynthResult
+
+    def result(target, **metrics):
+        return SynthResult(target=target, top="t", cell_counts={}, metrics=metrics,
+                           log_path=Path("log"), seconds=0.0)
+
+    pe = Unit("pe", "pe", {}, Path("pe.v"), baseline="mac", ops_per_cycle=4)
+    mac = Unit("mac", "mac", {}, Path("mac.v"), ops_per_cycle=1)
+    other = Unit("other", "other", {}, Path("o.v"), baseline="missing")
+    results = {
+        ("pe", "xilinx"): result("xilinx", LUT=300, FF=100, DSP=0),
+        ("mac", "xilinx"): result("xilinx", LUT=200, FF=50, DSP=1),
+        ("pe", "cmos"): result("cmos", transistors=5000),
+        ("mac", "cmos"): result("cmos", transistors=10000),
+        ("other", "xilinx"): result("xilinx", LUT=1), ("other", "cmos"): result("cmos"),
+    }
+    table = comparison_table([pe, mac, other], ["xilinx", "cmos"], results)
+    rows = [line for line in table.splitlines() if line.startswith("| pe / mac")]
+    assert rows == [
+        "| pe / mac | xilinx | - | 1.50 | 2.00 | 0.00 | 13.3, 5 (per 1k LUT) |",
+        "| pe / mac | cmos | 0.50 | - | - | - | 0.8, 0.1 (per 1k transistors) |",
+    ]
+    assert comparison_table([mac, other], ["xilinx"], results) == ""
