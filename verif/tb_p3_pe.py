@@ -147,17 +147,17 @@ async def directed_overflow_nan_and_continuation(dut):
     def beat(act, wgt, act_fmt=0, wgt_fmt=0, sv_sel=0, zp=0, first=0, last=0):
         rows.append((list(act), list(wgt), act_fmt, wgt_fmt, sv_sel, zp, first, last))
 
-    # Largest E4M3 magnitude (e=15, m=6: 448) x BitMoD special +16 half units: 4 x 30 x 16 x 2^14
-    # per beat; 70 beats pass 2^31 (wrap, overflow), both signs.
+    # Largest E4M3 magnitude (e=15, m=6: M5 = 28, 448) x BitMoD special +16 half units:
+    # 4 x 28 x 16 x 2^14 = 29,360,128 per beat; the 74th beat passes 2^31 (wrap, overflow).
     for sign in (0x00, 0x80):
-        for k in range(70):
+        for k in range(80):
             beat([sign | 0x7E] * 4, [8] * 4, sv_sel=2, first=int(k == 0), last=int(k % 10 == 9))
     # Overflow is sticky until first, even when the sum comes back into range.
-    for k in range(40):
-        beat([0x7E] * 4, [8] * 4, sv_sel=2 if k < 30 else 3, first=int(k == 0), last=int(k >= 30))
-    # S0E4M4 largest (e=15, m=15: 31 << 14) x INT4 (15 - 0).
-    for k in range(70):
-        beat([0xFF] * 4, [15] * 4, act_fmt=1, wgt_fmt=1, first=int(k == 0), last=int(k == 69))
+    for k in range(90):
+        beat([0x7E] * 4, [8] * 4, sv_sel=2 if k < 75 else 3, first=int(k == 0), last=int(k >= 75))
+    # S0E4M4 largest (e=15, m=15: 31 << 14) x INT4 (15 - 0): 30,474,240 per beat.
+    for k in range(80):
+        beat([0xFF] * 4, [15] * 4, act_fmt=1, wgt_fmt=1, first=int(k == 0), last=int(k >= 68))
     # NaN in one lane: nan set, the lane contributes 0; sticky over the dot product.
     beat([0x7F, 0x38, 0x38, 0x38], [2, 2, 2, 2], first=1)
     beat([0x38, 0x38, 0x38, 0x38], [2, 2, 2, 2], last=1)
@@ -174,4 +174,6 @@ async def directed_overflow_nan_and_continuation(dut):
     beats = {name: np.array([row[k] for row in rows], np.int64) for k, name in enumerate(FIELDS)}
     await _run(bench, beats)
     expected = _expected(beats)
-    assert expected["overflow"].any() and expected["nan"].any(), "directed cases lost their point"
+    assert expected["overflow"].any() and not expected["overflow"].all(), (
+        "directed cases lost their point: overflow")
+    assert expected["nan"].any(), "directed cases lost their point: nan"

@@ -1,0 +1,709 @@
+"""Golden model of P3-LLM (golden/p3.py, golden/p3_report.py) against independent formulations.
+
+References written here, not taken from the model: FP8-E4M3 from ``ml_dtypes`` and from a
+textbook ``(1 + m/8) 2^(e-7)`` decode; FP8-S0E4M4 as the top byte of an FP16 magnitude and a
+brute-force nearest search over all 256 codes for every non-negative FP16; BitMoD as a
+per-element loop over each variant's value list; a scalar, bit-string decode of SPEC section 5
+and a plain Python loop of the PE (Python integers, wrap by modulo); exact float64 dot products
+of decoded values.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from golden import p3
+from golden import p3_report
+
+ALL8 = np.arange(256)
+ALL4 = np.arange(16)
+INT32_MIN, INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+# --- independent scalar references -----------------------------------------------------------
+
+
+def e4m3_value(code):
+    """Textbook OCP E4M3FN decode of one code (NaN for S.1111.111)."""
+    bits = format(int(code), "08b")
+    s, e, m = int(bits[0]), int(bits[1:5], 2), int(bits[5:], 2)
+    if e == 15 and m == 7:
+        return float("nan")
+    mag = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -mag if s else mag
+
+
+def s0e4m4_value(code):
+    """S0E4M4 is the top byte of a 15-bit FP16 magnitude: read it back through float16."""
+    return float(np.array([int(code) << 6], np.uint16).view(np.float16)[0])
+
+
+BITMOD_REAL = {0: 0.0, 1: 0.5, 2: 1.0, 3: 1.5, 4: 2.0, 5: 3.0, 6: 4.0, 7: 6.0}
+SPECIAL_REAL = {0: 5.0, 1: -5.0, 2: 8.0, 3: -8.0}
+
+
+def weight_real(code, wgt_fmt, sv_sel, zp):
+    """Real weight of one 4-bit code, in its unit-free real value (BitMoD 0.5 steps)."""
+    code = int(code)
+    if wgt_fmt == 1:
+        return float(code - zp)
+    if code == 8:
+        return SPECIAL_REAL[sv_sel]
+    mag = BITMOD_REAL[code % 8]
+    return -mag if code >= 8 else mag
+
+
+def ref_term(a, w, act_fmt, wgt_fmt, sv_sel, zp):
+    """(term, nan) of one lane, from SPEC section 5's words, on Python integers."""
+    a = int(a)
+    if act_fmt == 0:
+        sign, e, m = a >> 7, (a >> 3) & 0xF, a & 0x7
+        if e == 15 and m == 7:
+            return 0, True
+        mant = (16 if e else 0) + 2 * m
+    else:
+        sign, e, m = 0, a >> 4, a & 0xF
+        mant = (16 if e else 0) + m
+    wi = round(2 * weight_real(w, wgt_fmt, sv_sel, zp)) if wgt_fmt == 0 else int(w) - zp
+    term = mant * wi * 2 ** (max(e, 1) - 1)
+    return (-term if sign else term), False
+
+
+def ref_pe(act, wgt, act_fmt, wgt_fmt, sv_sel, zp, first, last):
+    """The PE as a loop over beats with a wrapped 32-bit accumulator (brief's rule)."""
+    acc, ovf, nan = 0, False, False
+    out = []
+    for i in range(len(act)):
+        if first[i]:
+            acc, ovf, nan = 0, False, False
+        total = 0
+        for lane in range(4):
+            t, n = ref_term(act[i][lane], wgt[i][lane], act_fmt[i], wgt_fmt[i], sv_sel[i],
+                            zp[i])
+            total += t
+            nan = nan or n
+        exact = acc + total
+        ovf = ovf or not (INT32_MIN <= exact <= INT32_MAX)
+        acc = (exact - INT32_MIN) % 2 ** 32 + INT32_MIN
+        if last[i]:
+            out.append((acc, ovf, nan))
+    return out
+
+
+def run_model(stream):
+    res = p3.pe_run(*stream)
+    return list(zip(res["acc"].tolist(), res["overflow"].tolist(), res["nan"].tolist()))
+
+
+def random_stream(rng, n, p_first=0.1, p_last=0.15, nan_rate=0.0, fmt=None):
+    act = rng.integers(0, 256, (n, 4))
+    if nan_rate == 0.0:
+        act = np.where(((act & 0x7F) == 0x7F), act ^ 1, act)   # no E4M3 NaN patterns
+    else:
+        act = np.where(rng.random((n, 4)) < nan_rate, 0x7F | (act & 0x80), act)
+    wgt = rng.integers(0, 16, (n, 4))
+    act_fmt = rng.integers(0, 2, n) if fmt is None else np.full(n, fmt[0])
+    wgt_fmt = rng.integers(0, 2, n) if fmt is None else np.full(n, fmt[1])
+    sv_sel = rng.integers(0, 4, n)
+    zp = rng.integers(0, 16, n)
+    first = rng.random(n) < p_first
+    last = rng.random(n) < p_last
+    return act, wgt, act_fmt, wgt_fmt, sv_sel, zp, first, last
+
+
+# --- FP8-E4M3 --------------------------------------------------------------------------------
+
+
+def test_e4m3_decode_all_codes_three_ways():
+    via_ml = p3.decode_e4m3(ALL8)
+    via_spec = p3.decode_act_value(ALL8, p3.ACT_E4M3)
+    by_hand = np.array([e4m3_value(c) for c in ALL8])
+    np.testing.assert_array_equal(via_ml, by_hand)        # NaN positions compare equal
+    np.testing.assert_array_equal(via_spec, by_hand)
+    assert np.flatnonzero(np.isnan(by_hand)).tolist() == [0x7F, 0xFF]
+    assert via_spec[0x7E] == 448.0 and via_spec[0x01] == 2.0 ** -9
+
+
+def nearest_e4m3_rne(y):
+    """Brute force: the finite E4M3 code nearest to each y, ties to the even mantissa."""
+    codes = np.array([c for c in ALL8 if (c & 0x7F) != 0x7F and c != 0x80])
+    values = np.array([e4m3_value(c) for c in codes])
+    out = []
+    for v in y:
+        d = np.abs(values - v)
+        best = codes[d == d.min()]
+        out.append(best[0] if best.size == 1 else [c for c in best if c % 2 == 0][0])
+    return np.array(out)
+
+
+def test_quantize_e4m3_is_per_token_rne_of_the_scaled_value():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 200)) * np.array([1e-3, 1, 30, 1e4, 1, 1])[:, None]
+    x[4, 7] = -50.0                                          # outlier channel in one token
+    codes, scales = p3.quantize_e4m3(x)
+    assert codes.dtype == np.uint8 and scales.shape == (6, 1)
+    np.testing.assert_array_equal(scales[:, 0], np.abs(x).max(axis=1) / 448)
+    y = (x / scales).astype(np.float32).astype(np.float64)
+    for row in range(6):
+        want = nearest_e4m3_rne(y[row])                     # values: +0 and -0 compare equal
+        np.testing.assert_array_equal(p3.decode_e4m3(codes[row]), p3.decode_e4m3(want))
+    # the absmax element of each token is exactly +-448
+    idx = np.abs(x).argmax(axis=1)
+    top = p3.decode_e4m3(codes[np.arange(6), idx])
+    np.testing.assert_array_equal(np.abs(top), 448.0)
+    assert not np.isnan(p3.decode_e4m3(codes)).any()
+
+
+def test_quantize_e4m3_axis_and_zero_token():
+    x = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 4.0]])
+    codes, scales = p3.quantize_e4m3(x.T, axis=0)
+    assert scales.shape == (1, 2)
+    assert scales[0, 0] == 1.0 and (codes[:, 0] == 0).all()
+    np.testing.assert_allclose(p3.dequantize_e4m3(codes, scales)[:, 1], [1.0, -2.0, 4.0],
+                               rtol=1e-15)
+    assert p3.decode_e4m3(codes[:, 1]).tolist() == [112.0, -224.0, 448.0]
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (np.array([1.0, np.nan]), ValueError, "x must be finite"),
+    (np.array([1.0, np.inf]), ValueError, "x must be finite"),
+    (np.array([True, False]), TypeError, "x must hold real numbers"),
+    (np.array(3.0), ValueError, "x must have at least 1 dimension"),
+])
+def test_quantize_e4m3_rejects_bad_x(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        p3.quantize_e4m3(bad)
+
+
+def test_quantize_e4m3_rejects_bad_axis():
+    with pytest.raises(ValueError, match="axis must be in range -2..1, not 2"):
+        p3.quantize_e4m3(np.ones((2, 3)), axis=2)
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        p3.quantize_e4m3(np.ones((2, 3)), axis=1.0)
+
+
+# --- FP8-S0E4M4 ------------------------------------------------------------------------------
+
+
+def test_s0e4m4_decode_is_the_fp16_top_byte():
+    want = np.array([s0e4m4_value(c) for c in ALL8])
+    np.testing.assert_array_equal(p3.decode_s0e4m4(ALL8), want)
+    np.testing.assert_array_equal(p3.decode_act_value(ALL8, p3.ACT_S0E4M4), want)
+    assert want[0xFF] == p3.S0E4M4_MAX == 1.9375 and want[0xF0] == 1.0
+    assert want[0x01] == 2.0 ** -18
+
+
+def test_quantize_s0e4m4_exhaustive_against_nearest_search():
+    bits = np.arange(0x7C01, dtype=np.uint16)               # +0 .. +inf, all non-negative
+    x = bits.view(np.float16)
+    got = p3.quantize_s0e4m4(x).astype(np.int64)
+    values = np.array([s0e4m4_value(c) for c in ALL8])      # ascending in the code
+    assert (np.diff(values) > 0).all()
+    xv = x.astype(np.float64)
+    finite = np.isfinite(xv)
+    d = np.abs(xv[finite, None] - values[None, :])
+    # nearest, ties to the larger value: the last code at minimum distance
+    want = 255 - np.argmin(d[:, ::-1], axis=1)
+    np.testing.assert_array_equal(got[finite], want)
+    assert (got[~finite] == 0xFF).all()                     # +inf saturates
+
+
+def test_quantize_s0e4m4_hand_values():
+    x = np.array([0.0, -0.0, 1.0, 0.5, 1.9375, 1.96875, 65504.0], np.float16)
+    assert p3.quantize_s0e4m4(x).tolist() == [0x00, 0x00, 0xF0, 0xE0, 0xFF, 0xFF, 0xFF]
+    # rounding half up on the 6 dropped bits, with carry into the exponent
+    b = np.array([0x3C1F, 0x3C20, 0x3BE0, 0x03F0, 0x03DF, 0x0020, 0x001F], np.uint16)
+    got = p3.quantize_s0e4m4(b.view(np.float16)).tolist()
+    assert got == [0xF0, 0xF1, 0xF0, 0x10, 0x0F, 0x01, 0x00]
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (np.array([0.5, -0.25], np.float16), ValueError, "x_fp16 must be non-negative.*-0.25"),
+    (np.array([np.nan], np.float16), ValueError, "x_fp16 must not hold NaN"),
+    (np.array([0.5], np.float32), TypeError, "x_fp16 must be a float16 array, not float32"),
+    ([0.5], TypeError, "x_fp16 must be a float16 array"),
+])
+def test_quantize_s0e4m4_rejects(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        p3.quantize_s0e4m4(bad)
+
+
+# --- BitMoD ----------------------------------------------------------------------------------
+
+
+def test_decode_bitmod_table():
+    for sv in range(4):
+        got = p3.decode_bitmod(ALL4, sv)
+        want = [round(2 * weight_real(c, 0, sv, 0)) for c in ALL4]
+        assert got.tolist() == want
+    assert p3.decode_bitmod(8, np.arange(4)).tolist() == [10, -10, 16, -16]
+
+
+def brute_bitmod_group(x):
+    """One group: loop over the four variants and the elements (Eq. 1, ties as documented)."""
+    absmax = max(abs(v) for v in x)
+    best = None
+    for sv in range(4):
+        values = [0.0] + [s * v for v in (0.5, 1, 1.5, 2, 3, 4, 6) for s in (1, -1)]
+        values.append(SPECIAL_REAL[sv])
+        qmax = max(abs(v) for v in values)
+        scale = absmax / qmax if absmax > 0 else 1.0
+        qs, err = [], 0.0
+        for v in x:
+            y = v / scale
+            dist = [abs(y - c) for c in values]
+            dmin = min(dist)
+            ties = [c for c, d in zip(values, dist) if d == dmin]
+            q = max(ties, key=abs)                           # ties away from zero
+            qs.append(q)
+            err += (v - q * scale) ** 2
+        if best is None or err < best[0]:
+            best = (err, sv, scale, qs)
+    return best
+
+
+def bitmod_code(q, sv):
+    if q == SPECIAL_REAL[sv]:
+        return 8
+    mag = [k for k, v in BITMOD_REAL.items() if v == abs(q)][0]
+    return mag | (8 if q < 0 else 0)
+
+
+@pytest.mark.parametrize("group", [8, 128])
+def test_quantize_bitmod_against_loop(group):
+    rng = np.random.default_rng(group)
+    w = rng.standard_normal((3, 4 * group))
+    w = np.where(rng.random(w.shape) < 0.02, w * 8, w)
+    w[1, :group] = np.rint(w[1, :group] * 2) / 2              # grid-friendly group
+    codes, sv_sel, scales = p3.quantize_bitmod(w, group)
+    assert codes.shape == w.shape and sv_sel.shape == scales.shape == (3, 4)
+    for r in range(3):
+        for g in range(4):
+            x = w[r, g * group:(g + 1) * group].tolist()
+            err, sv, scale, qs = brute_bitmod_group(x)
+            assert sv_sel[r, g] == sv and scales[r, g] == scale
+            want = [bitmod_code(q, sv) for q in qs]
+            assert codes[r, g * group:(g + 1) * group].tolist() == want
+            deq = p3.dequantize_bitmod(codes, sv_sel, scales, group)[r, g * group:(g + 1) * group]
+            assert deq.tolist() == [q * scale for q in qs]
+    assert len(np.unique(sv_sel)) > 1
+
+
+def variant_errors(x):
+    errs = []
+    for sv in range(4):
+        values = np.array(sorted([0.0] + [s * v for v in (0.5, 1, 1.5, 2, 3, 4, 6)
+                                          for s in (1, -1)] + [SPECIAL_REAL[sv]]))
+        scale = np.abs(x).max() / np.abs(values).max()
+        q = values[np.abs(x[:, None] / scale - values[None, :]).argmin(axis=1)]
+        errs.append(float(np.sum((x - q * scale) ** 2)))
+    return errs
+
+
+def test_bitmod_ties_keep_the_earlier_variant():
+    # sv_sel 0 and 1 tie (nothing near +-5 after the /6 scale), both beat the /8 variants
+    x = np.array([6.0, -6.0, 3.0, -1.0, 0.5] + [1.5] * 11)
+    e = variant_errors(x)
+    assert e[0] == e[1] == 0.0 and min(e[2], e[3]) > 0
+    assert p3.quantize_bitmod(x, 16)[1].tolist() == [0]
+    # sv_sel 2 and 3 tie (+-8 both present, each variant loses one of them), beating 0 and 1
+    x = np.array([8.0, -8.0] + [1.0] * 62)
+    e = variant_errors(x)
+    assert e[2] == e[3] == 4.0 and min(e[0], e[1]) > 4.0
+    codes, sv, scales = p3.quantize_bitmod(x, 64)
+    assert sv.tolist() == [2] and scales.tolist() == [1.0]
+    assert codes[:2].tolist() == [8, 0b1111]                  # +8 special, -8 -> -6
+
+
+@pytest.mark.parametrize("special, want", [(5.0, 0), (-5.0, 1), (8.0, 2), (-8.0, 3)])
+def test_bitmod_picks_the_needed_special_value(special, want):
+    x = np.array([special] * 4 + [-special * 0.75, special * 0.25, 0.0, special * 0.5])
+    if abs(special) == 5.0:
+        x[0] = 6.0 * np.sign(special)                         # absmax -> 6, five fits exactly
+    codes, sv, _ = p3.quantize_bitmod(x, 8)
+    assert sv.tolist() == [want]
+    assert 8 in codes.tolist()
+
+
+def test_bitmod_zero_group():
+    codes, sv, scales = p3.quantize_bitmod(np.zeros((2, 16)), 16)
+    assert (codes == 0).all() and sv.tolist() == [[0], [0]] and scales.tolist() == [[1.0]] * 2
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"w": np.ones(100)}, ValueError, r"w's last axis \(100\) must be a multiple of group"),
+    ({"w": np.ones(128), "group": 0}, ValueError, "group must be in range >= 1, not 0"),
+    ({"w": np.ones(128), "group": 64.0}, TypeError, "group must be an integer"),
+    ({"w": np.array([1 + 2j] * 128)}, TypeError, "w must hold real numbers"),
+    ({"w": np.full(128, np.nan)}, ValueError, "w must be finite"),
+])
+def test_quantize_bitmod_rejects(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        p3.quantize_bitmod(**kwargs)
+
+
+def test_decode_bitmod_rejects():
+    with pytest.raises(ValueError, match=r"codes must hold 4-bit codes \(0..15\), not 16"):
+        p3.decode_bitmod([16], 0)
+    with pytest.raises(ValueError, match=r"sv_sel must hold .* \(0..3\), not 4"):
+        p3.decode_bitmod([1], 4)
+    with pytest.raises(TypeError, match="codes must hold integers, not float64"):
+        p3.decode_bitmod([1.0], 0)
+
+
+# --- INT4 asymmetric, baselines, smoothing ---------------------------------------------------
+
+
+def test_decode_int4_all_pairs():
+    q, zp = np.meshgrid(ALL4, ALL4, indexing="ij")
+    np.testing.assert_array_equal(p3.decode_int4(q, zp), q - zp)
+    with pytest.raises(ValueError, match="zp must hold"):
+        p3.decode_int4(3, 16)
+
+
+def test_quantize_int4_asym_hand_and_bound():
+    q, zp, s = p3.quantize_int4_asym(np.array([-1.0, 0.0, 2.0, 0.5]), 4)
+    assert s.tolist() == [0.2] and zp.tolist() == [5]
+    assert q.tolist() == [0, 5, 15, 7]                        # 0.5 / 0.2 ~ 2.5 -> 2
+    # one-signed groups: zero stays representable, zp at an end
+    q, zp, s = p3.quantize_int4_asym(np.array([[1.0, 3.0], [-2.0, -0.5]]), 2)
+    assert zp.tolist() == [[0], [15]] and s[:, 0].tolist() == [0.2, 2 / 15]
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((50, 256)) * rng.uniform(0.01, 100, (50, 1)) + rng.normal(0, 1,
+                                                                                      (50, 1))
+    q, zp, s = p3.quantize_int4_asym(x, 128)
+    assert q.max() <= 15 and zp.max() <= 15
+    err = np.abs(p3.dequantize_int4_asym(q, zp, s, 128) - x)
+    assert (err <= np.repeat(s, 128, -1) * (0.5 + 1e-9)).all()
+    # the per-group formula, one group at a time
+    for r, g in [(0, 0), (13, 1), (49, 1)]:
+        v = x[r, 128 * g:128 * (g + 1)]
+        lo, hi = min(v.min(), 0.0), max(v.max(), 0.0)
+        scale = (hi - lo) / 15
+        z = min(max(round(-lo / scale), 0), 15)               # Python round: half to even
+        want = [min(max(round(e / scale) + z, 0), 15) for e in v]
+        assert s[r, g] == scale and zp[r, g] == z and q[r, 128 * g:128 * (g + 1)].tolist() == want
+
+
+def test_fp4_and_int_baselines():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 64))
+    codes, s = p3.quantize_fp4(w, 32)
+    assert (codes != 8).all()                                 # -0 is never produced
+    y = w / np.repeat(s, 32, -1)
+    grid = np.array(sorted({v * t for v in p3.FP4_VALUES for t in (1, -1)}))
+    want = grid[np.abs(y[..., None] - grid).argmin(-1)]
+    np.testing.assert_array_equal(p3.decode_fp4(codes), want)
+    np.testing.assert_array_equal(np.abs(p3.dequantize_fp4(codes, s, 32)).reshape(4, 2, 32)
+                                  .max(-1), s * 6)
+    q, s = p3.quantize_int4_sym(w, 16)
+    assert np.abs(q).max() == 7
+    assert (np.abs(p3.dequantize_int4_sym(q, s, 16) - w) <= np.repeat(s, 16, -1) / 2 + 1e-12).all()
+    q, s = p3.quantize_int8(w)
+    assert np.abs(q).max() == 127 and s.shape == (4, 1)
+    assert (np.abs(p3.dequantize_int8(q, s) - w) <= s / 2 + 1e-12).all()
+
+
+def test_smooth_keys():
+    rng = np.random.default_rng(5)
+    K = rng.standard_normal((2, 10, 6))
+    K[:, :, 2] *= 40                                           # outlier channel
+    K[0, :, 4] = 0.0                                           # dead channel
+    ks, f = p3.smooth_keys(K, n_prefill=6)
+    assert f.shape == (2, 6)
+    for b in range(2):
+        for c in range(6):
+            m = max(abs(v) for v in K[b, :6, c])
+            assert f[b, c] == (m if m > 0 else 1.0)
+    np.testing.assert_allclose(ks * f[:, None, :], K, rtol=1e-15)
+    assert np.abs(ks[:, :6]).max() <= 1.0
+    f_all = np.abs(K).max(axis=1)
+    f_all[f_all == 0] = 1.0
+    np.testing.assert_array_equal(p3.smooth_keys(K)[1], f_all)
+    with pytest.raises(ValueError, match="n_prefill must be in range 1..10, not 11"):
+        p3.smooth_keys(K, n_prefill=11)
+    with pytest.raises(ValueError, match="K must have shape"):
+        p3.smooth_keys(np.ones(4))
+
+
+# --- PE: decoders ----------------------------------------------------------------------------
+
+
+def test_decode_act_fields_all_codes():
+    for fmt in (0, 1):
+        f = p3.decode_act(ALL8, fmt)
+        for c in ALL8:
+            bits = format(int(c), "08b")
+            if fmt == 0:
+                s, e, m = int(bits[0]), int(bits[1:5], 2), int(bits[5:], 2)
+                m5, nan = (16 if e else 0) + 2 * m, e == 15 and m == 7
+            else:
+                s, e, m = 0, int(bits[:4], 2), int(bits[4:], 2)
+                m5, nan = (16 if e else 0) + m, False
+            assert (f["sign"][c], f["m5"][c], f["shift"][c], f["nan"][c]) == \
+                (s, m5, max(e, 1) - 1, nan)
+    f = p3.decode_act([[0x38, 0x38]], [[0, 1]])                # broadcasting formats
+    assert f["m5"].tolist() == [[16, 24]] and f["shift"].tolist() == [[6, 2]]
+
+
+def test_decoders_name_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"codes and act_fmt must broadcast together, not "
+                                         r"codes \(3,\), act_fmt \(2,\)"):
+        p3.decode_act([1, 2, 3], [0, 1])
+    with pytest.raises(ValueError, match="codes and wgt_fmt and sv_sel and zp must broadcast"):
+        p3.decode_weight([1, 2, 3], 0, [0, 1], 0)
+    with pytest.raises(ValueError, match="q and zp must broadcast"):
+        p3.decode_int4([1, 2, 3], [0, 1])
+
+
+def test_decode_weight_formats_and_broadcast():
+    w = p3.decode_weight(ALL4[:, None], [0, 1], [[2, 2]], [[0, 3]])
+    assert w.shape == (16, 2)
+    assert w[:, 0].tolist() == p3.decode_bitmod(ALL4, 2).tolist()
+    assert w[:, 1].tolist() == (ALL4 - 3).tolist()
+    for name, kwargs in [("wgt_fmt", dict(wgt_fmt=2)), ("sv_sel", dict(sv_sel=-1)),
+                         ("zp", dict(zp=16))]:
+        args = dict(codes=1, wgt_fmt=0, sv_sel=0, zp=0) | kwargs
+        with pytest.raises(ValueError, match=name):
+            p3.decode_weight(**args)
+
+
+# --- PE: single products and exact dot products ----------------------------------------------
+
+
+WEIGHT_CASES = [(0, sv, 0) for sv in range(4)] + [(1, 0, zp) for zp in (0, 1, 7, 8, 15)]
+
+
+@pytest.mark.parametrize("act_fmt", [0, 1])
+@pytest.mark.parametrize("wgt_fmt, sv_sel, zp", WEIGHT_CASES)
+def test_every_single_product_is_exact(act_fmt, wgt_fmt, sv_sel, zp):
+    a, w = np.meshgrid(ALL8, ALL4, indexing="ij")
+    a, w = a.ravel(), w.ravel()
+    n = a.size
+    lane = np.arange(n) % 4                                    # the product visits every lane
+    act = np.zeros((n, 4), np.int64)
+    wgt = np.zeros((n, 4), np.int64)
+    act[np.arange(n), lane] = a
+    wgt[np.arange(n), lane] = w
+    wgt[np.arange(n), (lane + 1) % 4] = 15                     # zero activations: no effect
+    res = p3.pe_run(act, wgt, act_fmt, wgt_fmt, sv_sel, zp, True, True)
+    real = p3.acc_to_real(res["acc"], act_fmt, wgt_fmt)
+    av = np.array([e4m3_value(c) if act_fmt == 0 else s0e4m4_value(c) for c in a])
+    wv = np.array([weight_real(c, wgt_fmt, sv_sel, zp) for c in w])
+    is_nan = np.isnan(av)
+    np.testing.assert_array_equal(res["nan"], is_nan)
+    np.testing.assert_array_equal(real[~is_nan], av[~is_nan] * wv[~is_nan])
+    assert (res["acc"][is_nan] == 0).all() and not res["overflow"].any()
+    # the products directly
+    prod = p3.pe_products(act, wgt, act_fmt, wgt_fmt, sv_sel, zp)
+    np.testing.assert_array_equal(prod["terms"].sum(-1), res["acc"])
+
+
+def test_random_dot_products_equal_float64():
+    rng = np.random.default_rng(11)
+    for fmt in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+        stream = random_stream(rng, 3000, p_first=0.0, p_last=0.0, fmt=fmt)
+        act, wgt, act_fmt, wgt_fmt, sv_sel, zp, _, _ = stream
+        lengths = rng.integers(1, 60, 200)
+        ends = np.cumsum(lengths)
+        ends = ends[ends <= 3000]
+        first = np.zeros(3000, bool)
+        last = np.zeros(3000, bool)
+        first[np.concatenate([[0], ends[:-1]])] = True
+        last[ends - 1] = True
+        sv_seg = np.repeat(rng.integers(0, 4, ends.size), np.diff(np.concatenate([[0], ends])))
+        zp_seg = np.repeat(rng.integers(0, 16, ends.size), np.diff(np.concatenate([[0], ends])))
+        m = ends[-1]
+        res = p3.pe_run(act[:m], wgt[:m], fmt[0], fmt[1], sv_seg, zp_seg, first[:m], last[:m])
+        assert not res["overflow"].any() and not res["nan"].any()
+        dec = e4m3_value if fmt[0] == 0 else s0e4m4_value
+        av = np.vectorize(dec)(act[:m])
+        wv = np.array([[weight_real(c, fmt[1], sv_seg[i], zp_seg[i]) for c in wgt[i]]
+                       for i in range(m)])
+        beat = (av * wv).sum(-1)                               # exact: dyadic, < 2^53 range
+        want = [beat[s:e].sum() for s, e in zip(np.concatenate([[0], ends[:-1]]), ends)]
+        np.testing.assert_array_equal(p3.acc_to_real(res["acc"], *fmt), want)
+
+
+# --- PE: streams against the loop reference --------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pe_run_matches_loop_on_random_streams(seed):
+    rng = np.random.default_rng([seed, 99])
+    stream = random_stream(rng, 400, p_first=[0.0, 0.05, 0.3][seed % 3],
+                           p_last=[0.05, 0.2, 0.5][seed % 3], nan_rate=0.01 * (seed % 2))
+    stream = tuple(np.asarray(s) for s in stream)
+    assert run_model(stream) == ref_pe(*stream)
+
+
+def test_pe_run_overflow_with_long_max_runs():
+    # E4M3 448 (M5 28, shift 14) x BitMoD +8 (code 8, sv_sel 2: 16 half units) in every lane
+    n = 300
+    sign = np.where(np.arange(n) < 150, 0, 0x80)               # 150 positive, then negative
+    act = np.repeat((0x7E | sign)[:, None], 4, 1)
+    wgt = np.full((n, 4), 8)
+    first = np.zeros(n, bool)
+    first[[0, 200]] = True
+    last = (np.arange(n) % 25 == 24) | np.isin(np.arange(n), [72, 73, 272, 273])
+    got = run_model((act, wgt, 0, 0, 2, 0, first, last))
+    per_beat_fields = [np.full(n, v) for v in (0, 0, 2, 0)]
+    assert got == ref_pe(act, wgt, *per_beat_fields, first, last)
+    per_beat = 4 * (28 * 16 << 14)
+    assert 73 * per_beat <= INT32_MAX < 74 * per_beat
+    results = dict(zip(np.flatnonzero(last).tolist(), got))
+    assert results[72] == (73 * per_beat, False, False)
+    assert results[73] == (74 * per_beat - 2 ** 32, True, False)   # wraps, flags overflow
+    assert results[174][1] is True                             # sticky after wrapping back
+    assert results[224] == (-25 * per_beat, False, False)      # first at 200 cleared it
+    assert results[272] == (-73 * per_beat, False, False)
+    assert results[273] == (2 ** 32 - 74 * per_beat, True, False)
+
+
+def greedy_terms(target):
+    """Single-lane beats (act, wgt, act_fmt, wgt_fmt, sv_sel, zp) whose terms sum to target."""
+    options = {}
+    for fmt in (0, 1):
+        f = p3.decode_act(ALL8, fmt)
+        for a in ALL8:
+            if f["nan"][a] or f["sign"][a]:
+                continue
+            for q in range(1, 16):
+                t = int(f["m5"][a]) * q << int(f["shift"][a])
+                options.setdefault(t, (int(a), q, fmt, 1, 0, 0))
+    sizes = sorted(options, reverse=True)
+    beats, rest = [], target
+    while rest:
+        t = next(s for s in sizes if s <= rest)
+        beats.append(options[t])
+        rest -= t
+    return beats
+
+
+def beats_to_stream(beats, sign=1):
+    """Lane 0 carries each term; for sign -1 the INT4 weight is ``0 - q`` (code 0, zp = q)."""
+    n = len(beats)
+    act = np.zeros((n, 4), np.int64)
+    wgt = np.zeros((n, 4), np.int64)
+    fields = np.zeros((n, 4), np.int64)
+    for i, (a, q, af, wf, sv, zp) in enumerate(beats):
+        act[i, 0] = a
+        wgt[i, 0], fields[i] = (q, (af, wf, sv, zp)) if sign > 0 else (0, (af, wf, sv, q))
+    return act, wgt, fields
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_pe_run_overflow_exactly_at_the_boundary(sign):
+    target = INT32_MAX if sign > 0 else -INT32_MIN
+    beats = greedy_terms(target)
+    act, wgt, fields = beats_to_stream(beats, sign)
+    # one more beat of +-1: S0E4M4 code 1 (M5 = 1, shift 0) x INT4 1 / -1
+    act = np.vstack([act, [[1, 0, 0, 0]]])
+    wgt = np.vstack([wgt, [[1 if sign > 0 else 0, 0, 0, 0]]])
+    fields = np.vstack([fields, [[1, 1, 0, 0 if sign > 0 else 1]]])
+    n = len(act)
+    last = np.zeros(n, bool)
+    last[-2:] = True
+    stream = (act, wgt, fields[:, 0], fields[:, 1], fields[:, 2], fields[:, 3],
+              np.arange(n) == 0, last)
+    got = run_model(stream)
+    assert got == ref_pe(*stream)
+    if sign > 0:
+        assert got == [(INT32_MAX, False, False), (INT32_MIN, True, False)]
+    else:
+        assert got == [(INT32_MIN, False, False), (INT32_MAX, True, False)]
+
+
+def test_pe_run_reset_persistence_and_nan():
+    act = np.array([[0x38, 0, 0, 0], [0x7F, 0x38, 0, 0], [0x38, 0, 0, 0], [0x38, 0, 0, 0]])
+    wgt = np.array([[2, 0, 0, 0], [5, 2, 0, 0], [2, 0, 0, 0], [2, 0, 0, 0]])
+    # 0x38 = 1.0 (M5 16, shift 6): 16 * 2 << 6 = 2048 per beat (BitMoD code 2 = 1 half unit x2)
+    res = p3.pe_run(act, wgt, 0, 0, 0, 0, [False, False, True, False], [True, True, False, True])
+    assert res["acc"].tolist() == [2048, 4096, 4096]          # no first at the start: reset
+    assert res["nan"].tolist() == [False, True, False]        # NaN lane: flag, contributes 0
+    assert res["overflow"].tolist() == [False] * 3
+    none = p3.pe_run(act, wgt, 0, 0, 0, 0, True, False)
+    assert all(v.size == 0 for v in none.values())
+    empty = p3.pe_run(np.zeros((0, 4), np.int64), np.zeros((0, 4), np.int64), 0, 0, 0, 0,
+                      [], [])
+    assert all(v.size == 0 for v in empty.values())
+    assert p3.acc_to_real(res["acc"], 0, 0).tolist() == [1.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("change, exc, match", [
+    (dict(act=np.zeros((3, 3), np.int64)), ValueError, r"act must have shape \(\.\.\., 4\)"),
+    (dict(act=np.zeros((2, 3, 4), np.int64), wgt=np.zeros((2, 3, 4), np.int64)), ValueError,
+     r"act must have shape \(n, 4\)"),
+    (dict(wgt=np.zeros((2, 4), np.int64)), ValueError, "wgt must have the shape of act"),
+    (dict(act=np.full((3, 4), 256)), ValueError, r"act must hold .* \(0..255\), not 256"),
+    (dict(act=np.zeros((3, 4))), TypeError, "act must hold integers, not float64"),
+    (dict(wgt=np.full((3, 4), True)), TypeError, "wgt must hold integers, not bool"),
+    (dict(act_fmt=2), ValueError, "act_fmt must hold"),
+    (dict(wgt_fmt=[0, 1]), ValueError, r"wgt_fmt must be a scalar or have shape \(3,\)"),
+    (dict(sv_sel=4), ValueError, "sv_sel must hold"),
+    (dict(zp=-1), ValueError, "zp must hold"),
+    (dict(first=[0, 2, 0]), ValueError, "first must hold flags"),
+    (dict(last=[True, False]), ValueError, r"last must be a scalar or have shape \(3,\)"),
+    (dict(last=[0.0, 1.0, 0.0]), TypeError, "last must hold integers"),
+])
+def test_pe_run_rejects(change, exc, match):
+    args = dict(act=np.zeros((3, 4), np.int64), wgt=np.zeros((3, 4), np.int64), act_fmt=0,
+                wgt_fmt=0, sv_sel=0, zp=0, first=True, last=True) | change
+    with pytest.raises(exc, match=match):
+        p3.pe_run(**args)
+
+
+def test_acc_to_real_units_and_range():
+    assert p3.acc_to_real(1 << 10, 0, 1) == 1.0 and p3.acc_to_real(1 << 10, 0, 0) == 0.5
+    assert p3.acc_to_real(1 << 18, 1, 1) == 1.0 and p3.acc_to_real(-(1 << 19), 1, 0) == -1.0
+    with pytest.raises(ValueError, match="acc must hold signed 32-bit"):
+        p3.acc_to_real(2 ** 31, 0, 0)
+
+
+# --- report and isolation --------------------------------------------------------------------
+
+
+def test_report_prints_its_tables(capsys):
+    assert p3_report.main(["--rows", "4", "--width", "512", "--weight-rows", "8"]) == 0
+    out = capsys.readouterr().out
+    for marker in ["(a) attention scores", "(b) weights", "(c) effective bits",
+                   "(d) keys", "(e) PE path", "FP8-S0E4M4", "FP8-E4M3 /token", "INT8 /token",
+                   "BitMoD", "INT4-asym", "FP4 E2M1", "4.1562", "4.1406", "8.0039",
+                   "overflow False, nan False"]:
+        assert marker in out, marker
+    assert p3_report.main(["--rows", "4", "--width", "512", "--weight-rows", "8"]) == 0
+    assert capsys.readouterr().out == out                      # deterministic
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_report_rejects_bad_options(capsys):
+    with pytest.raises(SystemExit):
+        p3_report.main(["--rows", "0"])
+    assert "must be a positive integer" in capsys.readouterr().err
+
+
+def test_report_metrics():
+    m = p3_report.error_metrics([1.0, 2.0, 0.0], [1.0, 1.0, 0.5], rel_floor=0.5)
+    assert m["max_abs"] == 1.0 and m["max_rel"] == 0.5
+    assert m["rmse"] == pytest.approx(np.sqrt(1.25 / 3))
+    assert m["sqnr_db"] == pytest.approx(10 * np.log10(5 / 1.25))
+
+
+def test_golden_never_imports_hdl():
+    code = ("import sys, golden.p3, golden.p3_report; "
+            "sys.exit(any(m == 'hdl' or m.startswith('hdl.') for m in sys.modules))")
+    root = Path(p3.__file__).resolve().parent.parent
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+def test_ml_dtypes_is_the_e4m3_reference():
+    # the quantizer's codes are ml_dtypes' own cast of the float32 quotient
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 64)) * 3
+    codes, scales = p3.quantize_e4m3(x)
+    want = (x / scales).astype(np.float32).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    np.testing.assert_array_equal(codes, want)
