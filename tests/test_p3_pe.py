@@ -110,7 +110,10 @@ def test_synthesis_registers_the_documented_state(tmp_path):
 
     source = generate("p3_pe", {}, tmp_path / "v")
     result = synth(source, "p3_pe", "xilinx", tmp_path / "synth")
-    # Stage 1: valid, sum and carry (34 each; carry bit 0 is constant 0 and removed), nan,
-    # first, last. Stage 2: acc 32, overflow, nan; output register 34 and o.valid.
-    expected = 1 + 34 + 33 + 3 + (32 + 2) + (34 + 1)
-    assert result.metrics["FF"] == expected
+    # Fixed state: stage-1 valid, nan, first, last; acc 32 + overflow + nan; the output
+    # register 34 and o.valid.
+    fixed = 4 + (32 + 2) + (34 + 1)
+    # The carry-save pair: at most 34 + 33 bits (carry bit 0 is constant), at least the 26 bits
+    # of information in a beat's sum (4 x 31 x 16 x 2^14 < 2^25, signed). Yosys merges the
+    # sign-extension flops whose values coincide, so the exact count lies in between.
+    assert fixed + 26 <= result.metrics["FF"] <= fixed + 34 + 33
