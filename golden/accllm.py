@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int
+from ._checks import check_int as _check_int, check_int_array as _int_array
 
 __all__ = [
     "W2Quant", "ActQuant", "KV4Quant", "SparseSelection", "W8Products", "W2Products",
@@ -174,23 +174,6 @@ def _signed_range(bits):
 
 def _x_range(x_bits, x_signed):
     return _signed_range(x_bits) if x_signed else (0, (1 << x_bits) - 1)
-
-
-def _int_array(name, values, min_value, max_value, what):
-    values = np.asarray(values)
-    if values.size == 0 and values.dtype == np.float64:     # an empty list arrives as float64
-        return values.astype(np.int64)
-    if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, not {values.dtype}")
-    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values.max())}")
-    values = values.astype(np.int64)
-    bad = (values < min_value) | (values > max_value)
-    if bad.any():
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values[bad].flat[0])}")
-    return values
 
 
 def _float_array(name, values):

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int
+from ._checks import check_int as _check_int, check_int_array as _check_int_array
 
 __all__ = [
     "MIDDLE", "INNER", "OUTER", "MAX_VEC_LEN", "OakenMeta", "OakenChunk",
@@ -94,25 +94,6 @@ class OakenChunk(NamedTuple):
 
 
 # --- argument checks -------------------------------------------------------------------------
-
-
-
-
-def _check_int_array(name, values, min_value, max_value, what):
-    values = np.asarray(values)
-    if values.size == 0:                          # an empty list arrives as float64
-        return values.astype(np.int64)
-    if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, not {values.dtype}")
-    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values.max())}")
-    values = values.astype(np.int64)
-    bad = (values < min_value) | (values > max_value)
-    if bad.any():
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values[bad].flat[0])}")
-    return values
 
 
 def _signed_range(bits):

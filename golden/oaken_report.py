@@ -27,51 +27,40 @@ import sys
 import numpy as np
 
 from . import oaken_profile as op
+from ._checks import non_negative_int_arg, positive_int_arg
 
 KINDS = ("key", "value")
-
-
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
-def _non_negative(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
-    return value
 
 
 def _parser():
     p = argparse.ArgumentParser(prog="python -m golden.oaken_report",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--seed", type=_non_negative, default=0, help="profiling seed (default 0)")
-    p.add_argument("--eval-seed", type=_non_negative, default=None,
+    p.add_argument("--seed", type=non_negative_int_arg, default=0,
+                   help="profiling seed (default 0)")
+    p.add_argument("--eval-seed", type=non_negative_int_arg, default=None,
                    help="evaluation seed (default seed + 1)")
-    p.add_argument("--model-seed", type=_non_negative, default=0,
+    p.add_argument("--model-seed", type=non_negative_int_arg, default=0,
                    help="synthetic model: per-layer structure (default 0)")
-    p.add_argument("--runs", type=_positive, default=100, help="profiling runs (default 100)")
-    p.add_argument("--profile-tokens", type=_positive, default=32,
+    p.add_argument("--runs", type=positive_int_arg, default=100,
+                   help="profiling runs (default 100)")
+    p.add_argument("--profile-tokens", type=positive_int_arg, default=32,
                    help="tokens per profiling run and layer (default 32)")
-    p.add_argument("--tokens", type=_positive, default=256,
+    p.add_argument("--tokens", type=positive_int_arg, default=256,
                    help="evaluation tokens per layer (default 256)")
-    p.add_argument("--channels", type=_positive, default=128,
+    p.add_argument("--channels", type=positive_int_arg, default=128,
                    help="channels per token (default 128)")
-    p.add_argument("--layers", type=_positive, default=4, help="layers (default 4)")
+    p.add_argument("--layers", type=positive_int_arg, default=4, help="layers (default 4)")
     p.add_argument("--outer", type=float, default=op.DEFAULT_OUTER,
                    help="outer group fraction (default 0.04)")
     p.add_argument("--inner", type=float, default=op.DEFAULT_INNER,
                    help="inner group fraction (default 0.06)")
-    p.add_argument("--frac-bits", type=_positive, default=8,
+    p.add_argument("--frac-bits", type=positive_int_arg, default=8,
                    help="fractional bits of the data and of Oaken's metadata (default 8)")
-    p.add_argument("--group", type=_positive, default=64,
+    p.add_argument("--group", type=positive_int_arg, default=64,
                    help="per-token INT4 and Atom-like group size (default 64)")
-    p.add_argument("--kivi-group", type=_positive, default=32,
+    p.add_argument("--kivi-group", type=positive_int_arg, default=32,
                    help="KIVI-like group size (default 32)")
-    p.add_argument("--atom-channels", type=_non_negative, default=8,
+    p.add_argument("--atom-channels", type=non_negative_int_arg, default=8,
                    help="Atom-like INT8 outlier channels (default 8)")
     return p
 

@@ -66,7 +66,7 @@ ValueError (wrong value) naming the parameter. This module never imports ``hdl``
 import ml_dtypes
 import numpy as np
 
-from ._checks import check_int as _check_int
+from ._checks import check_int as _check_int, check_int_array as _int_array
 
 __all__ = [
     "ACT_E4M3", "ACT_S0E4M4", "WGT_BITMOD", "WGT_INT4", "LANES", "ACC_BITS",
@@ -100,24 +100,6 @@ _HALF_TO_INDEX[_HALF] = np.arange(8)
 
 
 # --- argument checks -------------------------------------------------------------------------
-
-
-def _int_array(name, values, min_value, max_value, what):
-    """``values`` as an int64 array whose elements lie in ``min_value..max_value``."""
-    values = np.asarray(values)
-    if values.size == 0 and values.dtype == np.float64:      # [] arrives as float64
-        return values.astype(np.int64)
-    if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, not {values.dtype}")
-    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values.max())}")
-    values = values.astype(np.int64)
-    bad = (values < min_value) | (values > max_value)
-    if bad.any():
-        raise ValueError(f"{name} must hold {what} ({min_value}..{max_value}), "
-                         f"not {int(values[bad].flat[0])}")
-    return values
 
 
 def _bit_array(name, values):

@@ -27,35 +27,22 @@ import sys
 import numpy as np
 
 from . import p3
+from ._checks import non_negative_int_arg, positive_int_arg
 
 TEMPERATURES = (0.5, 1.0, 2.0, 4.0)
 OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),
                  ("+1% outliers x5", 0.01, 5.0))
 
 
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
-def _non_negative(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
-    return value
-
-
 def _parser():
     p = argparse.ArgumentParser(prog="python -m golden.p3_report",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--seed", type=_non_negative, default=0, help="data seed (default 0)")
-    p.add_argument("--rows", type=_positive, default=64,
+    p.add_argument("--seed", type=non_negative_int_arg, default=0, help="data seed (default 0)")
+    p.add_argument("--rows", type=positive_int_arg, default=64,
                    help="softmax rows per temperature (default 64)")
-    p.add_argument("--width", type=_positive, default=4096,
+    p.add_argument("--width", type=positive_int_arg, default=4096,
                    help="scores per softmax row (default 4096)")
-    p.add_argument("--weight-rows", type=_positive, default=512,
+    p.add_argument("--weight-rows", type=positive_int_arg, default=512,
                    help="rows of the 4096-column weight matrices (default 512)")
     return p
 

@@ -11,7 +11,7 @@ from amaranth.back import verilog
 from golden.kllm import concat_indices, split_indices
 from hdl.kllm_concat import KllmConcat
 from gen import generate
-from verif.runner import BenchFailure, run_testbench
+from verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- golden model (from KLLM section III-B: activation index high, weight index low) ---------
 
@@ -119,16 +119,13 @@ def test_bench(params, beats):
 def _swap_first_lane(text):
     """Swap activation and weight index in lane 0: the non-commutativity the paper needs."""
     # Lane 0 is the last (least significant) pair of the concatenation: "a[0], b[0] };".
-    pattern = re.compile(r"(i__payload\[[0-9:]+\]),(\s+)(i__payload\[[0-9:]+\]) \};")
-    assert len(pattern.findall(text)) == 1, "mutation site not found: update the mutation"
-    return pattern.sub(r"\3,\2\1 };", text)
+    return edit_site(text, r"(i__payload\[[0-9:]+\]),(\s+)(i__payload\[[0-9:]+\]) \};",
+                     r"\3,\2\1 };")
 
 
 def _always_ready(text):
     """Accept input even while the output register is full: beats get overwritten (lost)."""
-    pattern = re.compile(r"assign i__ready = [^;]+;")
-    assert pattern.search(text), "mutation site not found: update the mutation"
-    return pattern.sub("assign i__ready = 1'h1;", text, count=1)
+    return edit_site(text, r"assign i__ready = [^;]+;", "assign i__ready = 1'h1;", sites=None)
 
 
 @pytest.mark.sim

@@ -13,7 +13,7 @@ from golden.oaken import decompose
 from hdl.oaken_decomposer import OakenDecomposer
 from hdl.oaken_dequantizer import OakenDequantizer
 from verif.oaken_chunks import coo_beats, encode_chunks
-from verif.runner import BenchFailure, run_testbench
+from verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
 
@@ -152,23 +152,18 @@ def test_dequantizer_bench(params, chunks):
 
 def _decomposer_inner_excludes_t_lo_i(text):
     """Lane 3 classifies x == t_lo_i as middle instead of inner."""
-    pattern = re.compile(r"(\$signed\(i__payload\[63:48\]\)) >= (\$signed\(i__payload\[\d+:\d+\]\))")
-    assert len(pattern.findall(text)) == 1, "mutation site not found: update the mutation"
-    return pattern.sub(r"\1 > \2", text)
+    return edit_site(text, r"(\$signed\(i__payload\[63:48\]\)) >= "
+                           r"(\$signed\(i__payload\[\d+:\d+\]\))", r"\1 > \2")
 
 
 def _dequantizer_drops_lane5_sign(text):
     """Lane 5 loses the sign bit of its COO entry."""
-    pattern = re.compile(r"assign lane_sign = ([^;]+);")
-    assert len(pattern.findall(text)) == 1, "mutation site not found: update the mutation"
-    return pattern.sub(r"assign lane_sign = (\1) & 16'hffdf;", text)
+    return edit_site(text, r"assign lane_sign = ([^;]+);", r"assign lane_sign = (\1) & 16'hffdf;")
 
 
 def _dequantizer_inner_offset(text):
     """Lane 3 adds 1 to inner elements."""
-    pattern = re.compile(r"offset_3 = 16'h0000;")
-    assert len(pattern.findall(text)) == 1, "mutation site not found: update the mutation"
-    return pattern.sub("offset_3 = 16'h0001;", text)
+    return edit_site(text, r"offset_3 = 16'h0000;", "offset_3 = 16'h0001;")
 
 
 @pytest.mark.sim

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,6 +151,23 @@ def _locked(path):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def edit_site(text, pattern, replacement, *, sites=1):
+    """Return ``text`` with the regular expression ``pattern`` replaced by ``replacement``.
+
+    The edit of a mutation test (see :func:`build_unit`). It fails with an AssertionError unless
+    ``pattern`` matches exactly ``sites`` times, or, with ``sites=None``, at least once (then only
+    the first match is replaced): a mutation whose site has left the generated netlist is
+    reported instead of silently testing the unchanged design.
+    """
+    compiled = re.compile(pattern)
+    found = len(compiled.findall(text))
+    if sites is None:
+        assert found, "mutation site not found: update the mutation"
+        return compiled.sub(replacement, text, count=1)
+    assert found == sites, "mutation site not found: update the mutation"
+    return compiled.sub(replacement, text)
 
 
 def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None):
