@@ -1,6 +1,6 @@
 # qllm-cores: every target sets up .venv by itself (and refreshes it when pyproject.toml changes).
 #   make            generate all Verilog, run every unit's golden test bench, print the Oaken
-#                   and P3-LLM error reports and the area table
+#                   and P3-LLM error reports, the AccLLM DSP-packing table and the area table
 #   make test       the whole pytest suite (pytest-xdist on all cores)
 # See README.md for the other targets.
 
@@ -22,7 +22,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim bench oaken-report p3-report area synth lint test clean distclean
+.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth lint test clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-all: verilog benches oaken-report p3-report area
+all: verilog benches oaken-report p3-report accllm-report area
 
 verilog: $(STAMP)
 	$(PY) -m gen verilog
@@ -55,6 +55,11 @@ oaken-report: $(STAMP)
 # P3-LLM formats: S0E4M4 / E4M3 / INT8 scores, BitMoD / INT4 / FP4 weights, effective bits.
 p3-report: $(STAMP)
 	$(PY) -m golden.p3_report
+
+# AccLLM DSP packing: DSP48E2 / MULT18X18D / SB_MAC16, LUT, CARRY, FF of packed vs plain
+# multipliers per mode and FPGA family, from one run (build/reports/accllm_dsp_mul.md).
+accllm-report: $(STAMP)
+	$(PY) -m fpga.accllm_table
 
 area synth: verilog
 	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))

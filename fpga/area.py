@@ -50,6 +50,8 @@ class Unit:
     verilog: Path
     baseline: str | None = None
     ops_per_cycle: int | None = None
+    synth_targets: tuple[str, ...] | None = None
+    """Targets the unit can be synthesized for (e.g. a DSP48E2 instance: xilinx only); None: all."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ def synthesize_all(
     unknown = [target for target in targets if target not in TARGETS]
     if unknown:
         raise ValueError(f"target={unknown[0]!r} is not one of {', '.join(TARGETS)}")
-    pairs = [(unit, target) for unit in units for target in targets]
+    pairs = [(unit, target) for unit in units for target in targets
+             if unit.synth_targets is None or target in unit.synth_targets]
     results: dict[tuple[str, str], SynthResult] = {}
     failures: list[SynthFailure] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -211,6 +214,8 @@ def area_table(
     for unit in units:
         params = _markdown_escape(format_params(unit.params))
         for target in targets:
+            if (unit.name, target) not in results:      # not synthesizable there
+                continue
             metrics = results[unit.name, target].metrics
             values = [str(metrics.get(metric, "-")) for metric in metric_columns]
             rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
@@ -244,6 +249,8 @@ def comparison_table(
     ]
     for unit, base in pairs:
         for target in targets:
+            if (unit.name, target) not in results or (base.name, target) not in results:
+                continue
             mine, theirs = results[unit.name, target].metrics, results[base.name, target].metrics
             ratios = []
             for metric in COMPARED_METRICS:
@@ -275,6 +282,8 @@ def area_csv(
     for unit in units:
         params = format_params(unit.params)
         for target in targets:
+            if (unit.name, target) not in results:
+                continue
             for metric, value in results[unit.name, target].metrics.items():
                 writer.writerow((unit.name, params, target, metric, value))
     return buffer.getvalue()
@@ -322,8 +331,10 @@ def _load_unit(verilog: Path) -> Unit:
     problems = _manifest_problems(manifest, verilog.stem)
     if problems:
         raise AreaInputError(f"manifest {manifest_path}: {'; '.join(problems)}")
+    synth_targets = manifest.get("synth_targets")
     return Unit(manifest["unit"], manifest["top"], manifest["params"], verilog,
-                manifest.get("baseline"), manifest.get("ops_per_cycle"))
+                manifest.get("baseline"), manifest.get("ops_per_cycle"),
+                None if synth_targets is None else tuple(synth_targets))
 
 
 def _manifest_problems(manifest, expected_unit: str) -> list[str]:

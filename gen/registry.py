@@ -149,6 +149,55 @@ UNITS = {
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
             ops_per_cycle=1,
         ),
+        UnitSpec(
+            name="accllm_dsp_mul",
+            factory="hdl.accllm_dsp_mul:AccllmDspMul",
+            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
+                      "target": "generic", "acc_depth": 1},
+            configs={
+                # AccLLM section V-B3, Fig. 10(d): one DSP48E2 per two precision-scalable
+                # multipliers. (1) A8 x LoRA W8; (2) Q x K / S x V, 8 x 4 bits; (3) A8 x W2 after
+                # the 2:4 sparse selector, four products of which X1 W1 and X2 W2 are kept.
+                "accllm-w8-xilinx": {"mode": "w8", "target": "xilinx"},
+                "accllm-w4-xilinx": {"mode": "w4", "target": "xilinx"},
+                "accllm-w2-xilinx": {"mode": "w2", "target": "xilinx"},
+                # The figure zero-extends X into B: unsigned activations.
+                "accllm-w2-xilinx-unsigned": {"mode": "w2", "target": "xilinx",
+                                              "x_signed": False},
+                # Dot-product tiles accumulated in the P register (WP486's 7 INT8 products).
+                "accllm-w8-xilinx-acc7": {"mode": "w8", "target": "xilinx", "acc_depth": 7},
+                # Other geometries: mode w4 only (see docs/units/accllm_dsp_mul.md).
+                "accllm-w4-ecp5": {"mode": "w4", "target": "ecp5"},
+                "accllm-w4-ice40": {"mode": "w4", "target": "ice40", "x_bits": 7},
+            },
+            testbench="verif.tb_accllm_dsp_mul",
+            summary="AccLLM DSP-packed multiplier: 2 (w8/w4) or 4 (w2) products per DSP48E2",
+            baseline="accllm_plain_mul",
+            ops_per_cycle=2,
+        ),
+        UnitSpec(
+            name="accllm_plain_mul",
+            factory="hdl.accllm_dsp_mul:AccllmPlainMul",
+            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False},
+            testbench="verif.tb_accllm_dsp_mul",
+            summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
+            ops_per_cycle=2,
+        ),
+        UnitSpec(
+            name="accllm_sparse_selector",
+            factory="hdl.accllm_sparse_selector:AccllmSparseSelector",
+            defaults={"groups": 1, "rows": 1, "x_bits": 8, "x_signed": True},
+            configs={
+                # AccLLM section VI-A2: RCE (R x M) x T = (32 x 16) x 16, A8 activations. In 2:4
+                # mode a PE block's R = 32 multipliers take 32 selected inputs per cycle, 2 per
+                # group of 4: 16 groups (64 dense inputs) per weight row. MM mode broadcasts the
+                # inputs to the M = 16 blocks of a tile (Fig. 10(b)), each its own weight row.
+                "accllm-block": {"groups": 16, "rows": 1, "x_bits": 8, "x_signed": True},
+                "accllm-tile": {"groups": 16, "rows": 16, "x_bits": 8, "x_signed": True},
+            },
+            testbench="verif.tb_accllm_sparse_selector",
+            summary="AccLLM 2:4 sparse selector: x1/x2 = x[4g + idx1/idx2] per row, registered",
+        ),
     ]
 }
 

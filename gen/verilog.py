@@ -95,11 +95,19 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "signals": signal_description(component),
         "baseline": spec.baseline,
         "ops_per_cycle": spec.ops_per_cycle,
+        # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
+        # and the area targets it can be synthesized for (None: all).
+        "primitives": list(getattr(component, "primitives", ())),
+        "synth_targets": _optional_list(getattr(component, "synth_targets", None)),
         "amaranth": amaranth.__version__,
     }
     _write_if_changed(verilog_path, text)
     _write_if_changed(out_dir / f"{unit}.json", json.dumps(manifest, indent=2) + "\n")
     return verilog_path
+
+
+def _optional_list(value):
+    return None if value is None else list(value)
 
 
 def _write_if_changed(path, text):

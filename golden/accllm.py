@@ -62,7 +62,7 @@ __all__ = [
     "W2Quant", "ActQuant", "KV4Quant", "SparseSelection", "W8Products", "W2Products",
     "A_BITS", "D_BITS", "B_BITS", "P_BITS", "AD_BITS", "W8_SHIFTS", "W2_SHIFTS",
     "prune_2_4", "quantize_w2", "dequantize_w2", "quantize_a8", "dequantize_a8",
-    "quantize_kv4", "dequantize_kv4", "sparse_select",
+    "quantize_kv4", "dequantize_kv4", "sparse_select", "select_by_index",
     "dsp48e2_p", "product_range", "pack_w8", "extract_w8", "b_fits", "pack_w2",
     "packed_p_w2", "extract_w2", "max_accumulation_depth", "accumulate_packed",
 ]
@@ -476,6 +476,54 @@ def sparse_select(x, mask):
     sel = np.take_along_axis(g, idx, axis=-1)
     return SparseSelection(sel[..., 0], sel[..., 1], idx[..., 0].astype(np.int64),
                            idx[..., 1].astype(np.int64))
+
+
+def select_by_index(x, idx1, idx2):
+    """Select ``x[4g + idx1]`` and ``x[4g + idx2]`` per group of 4, for any 2-bit indices.
+
+    The multiplexers of the sparse selector (Fig. 10(c)) driven by raw indices. For the indices
+    of a valid 2:4 mask (``idx1 < idx2``) this equals :func:`sparse_select`; indices in another
+    order, or equal, are selected as they are (``idx1 == idx2`` gives the same input twice).
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n)
+        Inputs (any dtype; returned unchanged), ``n`` a multiple of 4.
+    idx1, idx2 : array_like of int
+        Indices 0..3, broadcastable with ``x.shape[:-1] + (n // 4,)`` (e.g. an extra axis of
+        weight rows sharing ``x``, with ``x[..., None, :]``).
+
+    Returns
+    -------
+    (x1, x2) : tuple of numpy.ndarray
+        The broadcast shape of ``x.shape[:-1] + (n // 4,)``, ``idx1`` and ``idx2``.
+
+    Raises
+    ------
+    TypeError
+        If an index is not an integer.
+    ValueError
+        If ``x`` is 0-d or its last axis is not a multiple of 4, an index is outside 0..3, or
+        the shapes do not broadcast.
+    """
+    x = np.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("x must have at least one dimension, not shape ()")
+    n = x.shape[-1]
+    if n % 4:
+        raise ValueError(f"x must have a last axis that is a multiple of 4, not {n}")
+    idx1 = _int_array("idx1", idx1, 0, 3, "2-bit indices")
+    idx2 = _int_array("idx2", idx2, 0, 3, "2-bit indices")
+    groups = x.reshape(x.shape[:-1] + (n // 4, 4))
+    try:
+        shape = np.broadcast_shapes(groups.shape[:-1], idx1.shape, idx2.shape)
+    except ValueError:
+        raise ValueError(f"idx1 {idx1.shape} and idx2 {idx2.shape} must broadcast with the "
+                         f"groups of x {groups.shape[:-1]}") from None
+    groups = np.broadcast_to(groups, shape + (4,))
+    x1 = np.take_along_axis(groups, np.broadcast_to(idx1, shape)[..., None], axis=-1)
+    x2 = np.take_along_axis(groups, np.broadcast_to(idx2, shape)[..., None], axis=-1)
+    return x1[..., 0], x2[..., 0]
 
 
 # --- DSP48E2 ---------------------------------------------------------------------------------

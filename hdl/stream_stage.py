@@ -8,7 +8,7 @@ change until the transfer; ``ready`` may depend combinationally on ``valid``.
 __all__ = ["output_register"]
 
 
-def output_register(m, i, o):
+def output_register(m, i, o, *, emit=None):
     """Make ``o`` a registered copy of ``i`` and return the condition to load ``o.payload``.
 
     One pipeline stage with full throughput: a beat accepted on ``i`` appears on ``o`` one cycle
@@ -28,6 +28,9 @@ def output_register(m, i, o):
         Input stream (the consumer side of this stage).
     o : stream.Interface
         Output stream (the producer side of this stage).
+    emit : Value, optional
+        If given, only accepted beats with ``emit`` high produce an output beat (the others are
+        absorbed, e.g. the inner beats of an accumulation run).
 
     Returns
     -------
@@ -36,7 +39,7 @@ def output_register(m, i, o):
     """
     load = i.valid & i.ready
     m.d.comb += i.ready.eq(~o.valid | o.ready)
-    with m.If(load):
+    with m.If(load if emit is None else load & emit):
         m.d.sync += o.valid.eq(1)
     with m.Elif(o.ready):
         m.d.sync += o.valid.eq(0)

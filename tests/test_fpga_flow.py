@@ -215,3 +215,22 @@ def test_comparison_table_divides_unit_by_baseline_from_the_same_results():
         "| pe / mac | cmos | 0.50 | - | - | - | 0.8, 0.1 (per 1k transistors) |",
     ]
     assert comparison_table([mac, other], ["xilinx"], results) == ""
+
+
+def test_unit_restricted_to_one_target_is_only_synthesized_there(tmp_path, capsys):
+    """A manifest's synth_targets (accllm_dsp_mul's DSP48E2 instance: xilinx only) limits the
+    runs; the other targets are skipped, not failed, and the tables leave them out."""
+    build_dir = tmp_path / "build"
+    write_unit(build_dir / "verilog", "add8", REGISTERED_ADDER_VERILOG, {"width": 8})
+    manifest_path = build_dir / "verilog" / "add8.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["synth_targets"] = ["cmos"]
+    manifest_path.write_text(json.dumps(manifest))
+
+    exit_code = main(["area", "--build-dir", str(build_dir), "--target", "ice40",
+                      "--target", "cmos"])
+
+    assert exit_code == 0
+    rows = list(csv.DictReader((build_dir / "reports" / "area.csv").read_text().splitlines()))
+    assert {row["target"] for row in rows} == {"cmos"}
+    assert "| add8 | width=8 | ice40 |" not in capsys.readouterr().out

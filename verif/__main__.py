@@ -7,6 +7,7 @@
 """
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from gen import UNITS
 from gen.registry import parse_assignment
 
-from .runner import ROOT, BenchFailure, run_testbench, tool_environment
+from .runner import ROOT, BenchFailure, primitive_models, run_testbench, tool_environment
 
 LINT_WAIVERS = ROOT / "verif" / "lint_waivers.vlt"
 
@@ -133,10 +134,16 @@ def _bench(args):
 
 
 def lint_file(source, top):
-    """Run ``verilator --lint-only -Wall`` with the project's waivers; return the warnings."""
+    """Run ``verilator --lint-only -Wall`` with the project's waivers; return the warnings.
+
+    The behavioral models of the vendor primitives named in the unit's manifest (next to
+    ``source``, if there is one) are read too, since the design instantiates them.
+    """
     tool_environment()
-    command = ["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(source),
-               "--top-module", top]
+    manifest = Path(source).with_suffix(".json")
+    models = primitive_models(json.loads(manifest.read_text())) if manifest.is_file() else []
+    command = ["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), *map(str, models),
+               str(source), "--top-module", top]
     result = subprocess.run(command, capture_output=True, text=True)
     warnings = [line for line in result.stderr.splitlines() if line.startswith("%")]
     if result.returncode != 0 and not warnings:

@@ -3,7 +3,8 @@
 The layout description is the one written by :func:`gen.verilog.layout_description`. A payload
 value is a nested dict: struct fields by name, arrays as NumPy arrays (or lists) of integers,
 plain fields as integers. Batches of beats are handled column-wise: every leaf is an array whose
-first axis is the beat.
+first axis is the beat; an array of arrays (``ArrayLayout(ArrayLayout(...), n)``) is one leaf with
+one axis per level, outer first.
 """
 
 import numpy as np
@@ -23,7 +24,8 @@ class PayloadCodec:
     def __init__(self, description):
         self.description = description
         self.width = description["width"]
-        # Flatten to leaves: (path, offset, elem_width, signed, length or None).
+        # Flatten to leaves: (path, offset, elem_width, signed, shape or None); shape holds the
+        # array lengths, outer first (an array of arrays is one leaf).
         self._leaves = list(self._flatten(description, (), 0))
 
     @classmethod
@@ -33,10 +35,14 @@ class PayloadCodec:
             for fld in desc["fields"]:
                 yield from cls._flatten(fld["shape"], path + (fld["name"],), offset + fld["offset"])
         elif kind == "array":
+            shape = (desc["length"],)
             elem = desc["elem"]
+            while elem["kind"] == "array":      # element k of the outer array is contiguous
+                shape += (elem["length"],)
+                elem = elem["elem"]
             if elem["kind"] != "int":
-                raise NotImplementedError("arrays of structs or arrays are not supported yet")
-            yield path, offset, elem["width"], elem["signed"], desc["length"]
+                raise NotImplementedError("arrays of structs are not supported yet")
+            yield path, offset, elem["width"], elem["signed"], shape
         elif kind == "int":
             yield path, offset, desc["width"], desc["signed"], None
         else:
@@ -47,17 +53,21 @@ class PayloadCodec:
 
         ``fields`` maps leaf paths to arrays with the beat on the first axis, e.g.
         ``{"a": array(beats, lanes), "b": array(beats, lanes)}``; a nested struct field is
-        reached with a nested dict. Values out of a field's range raise :class:`ValueError`.
+        reached with a nested dict, an array of arrays is an array ``(beats, outer, inner)``.
+        Values out of a field's range raise :class:`ValueError`.
         """
         beats = None
         packed = None
-        for path, offset, width, signed, length in self._leaves:
+        for path, offset, width, signed, shape in self._leaves:
             column = np.asarray(_get(fields, path), dtype=object)
-            if length is None:
+            if shape is None:
                 column = column.reshape(-1, 1)
-            elif column.ndim != 2 or column.shape[1] != length:
-                raise ValueError(f"field {'.'.join(path)} must have shape (beats, {length}), "
+            elif column.ndim != 1 + len(shape) or column.shape[1:] != shape:
+                wanted = ", ".join(["beats", *map(str, shape)])
+                raise ValueError(f"field {'.'.join(path)} must have shape ({wanted}), "
                                  f"not {column.shape}")
+            else:
+                column = column.reshape(column.shape[0], -1)
             lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
             if column.size and (column.min() < lo or column.max() > hi):
                 raise ValueError(f"field {'.'.join(path)} holds values outside {lo}..{hi}")
@@ -67,19 +77,28 @@ class PayloadCodec:
             elif column.shape[0] != beats:
                 raise ValueError("all fields must have the same number of beats")
             mask = (1 << width) - 1
+            if self.width <= 62:               # narrow payload: vectorized in int64
+                if not isinstance(packed, np.ndarray):
+                    packed = np.zeros(beats, np.int64)
+                bits = column.astype(np.int64) & mask
+                for lane in range(bits.shape[1]):
+                    packed |= bits[:, lane] << (offset + lane * width)
+                continue
             for beat in range(beats):
                 word = 0
                 for lane, value in enumerate(column[beat]):
                     word |= (int(value) & mask) << (lane * width)
                 packed[beat] |= word << offset
-        return packed
+        return packed.tolist() if isinstance(packed, np.ndarray) else packed
 
     def unpack_batch(self, words):
         """Return the field dict (arrays with the beat on the first axis) for packed ``words``."""
+        if self.width <= 62:                   # narrow payload: vectorized in int64
+            return self._unpack_narrow(np.asarray([int(word) for word in words], np.int64))
         words = [int(word) for word in words]
         result = {}
-        for path, offset, width, signed, length in self._leaves:
-            count = 1 if length is None else length
+        for path, offset, width, signed, shape in self._leaves:
+            count = 1 if shape is None else int(np.prod(shape))
             mask = (1 << width) - 1
             values = np.empty((len(words), count), dtype=object)
             for beat, word in enumerate(words):
@@ -91,7 +110,20 @@ class PayloadCodec:
                     values[beat, lane] = value
             if width <= 62:
                 values = values.astype(np.int64)
-            _set(result, path, values[:, 0] if length is None else values)
+            _set(result, path,
+                 values[:, 0] if shape is None else values.reshape((len(words),) + shape))
+        return result
+
+
+    def _unpack_narrow(self, words):
+        result = {}
+        for path, offset, width, signed, shape in self._leaves:
+            count = 1 if shape is None else int(np.prod(shape))
+            lanes = (words[:, None] >> (offset + width * np.arange(count))) & ((1 << width) - 1)
+            if signed:
+                lanes = np.where(lanes >> (width - 1), lanes - (1 << width), lanes)
+            _set(result, path,
+                 lanes[:, 0] if shape is None else lanes.reshape((len(words),) + shape))
         return result
 
 

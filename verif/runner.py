@@ -21,10 +21,25 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", "BenchFailure"]
+__all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", "BenchFailure",
+           "primitive_models"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("QLLM_BUILD", ROOT / "build"))
+MODELS = ROOT / "verif" / "models"
+
+
+def primitive_models(manifest):
+    """Behavioral models (``verif/models/<primitive>.v``) of the vendor primitives a unit's
+    manifest lists; raises :class:`FileNotFoundError` naming a primitive without a model."""
+    models = []
+    for primitive in manifest.get("primitives", []):
+        model = MODELS / f"{primitive}.v"
+        if not model.is_file():
+            raise FileNotFoundError(f"unit {manifest.get('unit')!r} instantiates {primitive}, "
+                                    f"which has no simulation model {model}")
+        models.append(model)
+    return models
 
 
 class BenchFailure(AssertionError):
@@ -194,7 +209,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     with _locked(build_dir.with_suffix(".lock")):
         verilog = generate(unit, resolved, build_dir / "rtl")
         manifest = json.loads(verilog.with_suffix(".json").read_text())
-        sources = [verilog]
+        sources = [*primitive_models(manifest), verilog]
         if sim == "verilator":
             sources.insert(0, _ports_control_file(build_dir / "rtl" / "ports.vlt", unit, manifest))
         if mutation is not None:

@@ -1,0 +1,569 @@
+# amaranth: UnusedElaboratable=no
+# (rows are described by constructing components that are never elaborated here; the Verilog
+# of each row is generated again in the worker that synthesizes it)
+"""AccLLM DSP-packing resource table from one run: packed vs plain multipliers per target.
+
+Usage::
+
+    python -m fpga.accllm_table [--jobs N] [--build-dir DIR] [--row ID ...]
+
+Every row is one variant of :class:`hdl.accllm_dsp_mul.AccllmDspMul` (``x_bits = 8``, signed
+activations) synthesized by Yosys for one FPGA family, next to its baseline
+:class:`hdl.accllm_dsp_mul.AccllmPlainMul` (the same products from separate ``x * w``
+multipliers, left to the synthesizer):
+
+* ``xilinx`` (UltraScale+): the packed design with its instantiated DSP48E2
+  (``target="xilinx"``), Yosys' own inference of the same packing (``target="generic"``:
+  ``(A + D) * B`` written with ``*``), and the plain multipliers;
+* ``ecp5``: the packing into one MULT18X18D (``target="ecp5"``) where it fits, otherwise a row
+  saying why not; the plain multipliers;
+* ``ice40`` (UP5K): the packing into one SB_MAC16 (``target="ice40"``) where it fits,
+  otherwise a row saying why not, plus a row at the largest ``x_bits`` that does fit (mode
+  ``w4``: ``x_bits = 7``) with plain multipliers of the same ``x_bits`` beside it.
+
+Modes ``w8``, ``w4`` and ``w2`` (the two wanted products X1 W1 and X2 W2), and ``w2`` with
+``cross_products=True`` (all four products). Columns: cells of the mapped netlist (DSP, LUT,
+CARRY, FF; see :data:`fpga.yosys.TARGETS`), products per beat and per DSP, the accumulation
+limit of the packed rows (:func:`hdl.accllm_dsp_mul.accumulation_limit`) and the latency.
+
+Each row's Verilog is generated into ``<build-dir>/accllm_table/<row-id>/`` and synthesized
+there (Yosys runs in ``<row-id>/<unit>-<target>/``); the table goes to standard output and to
+``<build-dir>/reports/accllm_dsp_mul.md`` and ``.csv``; progress goes to standard error.
+
+Exit codes: 0 on success, 1 if a synthesis run failed (no report is written and stale ones
+are removed), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpga.yosys import TARGETS, SynthError, SynthResult, synth, yosys_version
+from gen import generate
+from hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
+
+__all__ = [
+    "COLUMNS",
+    "MODES",
+    "PACKED_VARIANT",
+    "Row",
+    "RowFailure",
+    "SYNTH_TARGETS",
+    "build_rows",
+    "main",
+    "remove_reports",
+    "select_rows",
+    "short_reason",
+    "synthesize_rows",
+    "table_csv",
+    "table_markdown",
+    "report_markdown",
+    "write_reports",
+]
+
+X_BITS = 8
+"""Activation width of the table (AccLLM's A8)."""
+
+X_SIGNED = True
+
+MODES = (("w8", False), ("w4", False), ("w2", False), ("w2", True))
+"""``(mode, cross_products)`` of the table, in row order."""
+
+SYNTH_TARGETS = ("xilinx", "ecp5", "ice40")
+"""FPGA families of the table, in row order within a mode."""
+
+PACKED_VARIANT = {
+    "xilinx": "packed DSP48E2",
+    "ecp5": f"packed {FABRIC_MULTIPLIERS['ecp5'][1]}",
+    "ice40": f"packed {FABRIC_MULTIPLIERS['ice40'][1]}",
+}
+"""Variant name of the packed design on each family (the primitive it packs into)."""
+
+INFERRED_VARIANT = "generic inference"
+PLAIN_VARIANT = "plain multipliers"
+
+PACKED_UNIT, PLAIN_UNIT = "accllm_dsp_mul", "accllm_plain_mul"
+
+METRICS = ("DSP", "LUT", "CARRY", "FF")
+"""Cell counts shown per row (keys of :attr:`fpga.yosys.SynthResult.metrics`)."""
+
+COLUMNS = ("mode", "target", "variant", "x_bits", "products/beat", *METRICS,
+           "products/DSP", "acc. limit", "latency", "note")
+"""Columns of the Markdown table."""
+
+CSV_COLUMNS = ("row_id", "mode", "cross_products", "target", "variant", "x_bits",
+               "products_per_beat", *METRICS, "products_per_dsp", "accumulation_limit",
+               "latency", "packable", "note")
+
+REPORT_NAME = "accllm_dsp_mul"
+"""Stem of the report files in ``<build-dir>/reports``."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table: a design variant synthesized for one FPGA family.
+
+    Attributes
+    ----------
+    row_id : str
+        Unique name, also the directory of the row under ``<build-dir>/accllm_table``, e.g.
+        ``"w4-xilinx-packed-x8"`` (``w2c`` is mode ``w2`` with cross products).
+    mode : str
+        ``"w8"``, ``"w4"`` or ``"w2"``.
+    cross_products : bool
+        Mode ``w2`` with all four products.
+    target : str
+        Family synthesized for: ``"xilinx"``, ``"ecp5"`` or ``"ice40"``.
+    variant : str
+        ``PACKED_VARIANT[target]``, ``"generic inference"`` or ``"plain multipliers"``.
+    x_bits : int
+        Activation width.
+    products : int
+        Products per beat (outputs of the component).
+    unit : str or None
+        Unit generated (``"accllm_dsp_mul"`` or ``"accllm_plain_mul"``); None when the
+        combination cannot be packed and there is nothing to synthesize.
+    params : dict
+        Parameters of the unit (empty when ``unit`` is None).
+    latency : int or None
+        Cycles from input to output beat (the component's ``latency``).
+    acc_limit : int or None
+        Packed rows: the accumulation limit of the packing; None otherwise.
+    reason : str or None
+        Why the combination cannot be packed (short form of the ``ValueError``); None if it
+        can. :attr:`full_reason` keeps the whole message.
+    note : str
+        Remark shown in the table ("" if none).
+    """
+
+    row_id: str
+    mode: str
+    cross_products: bool
+    target: str
+    variant: str
+    x_bits: int
+    products: int
+    unit: str | None
+    params: dict = field(hash=False)
+    latency: int | None
+    acc_limit: int | None
+    reason: str | None = None
+    full_reason: str | None = None
+    note: str = ""
+
+    @property
+    def packable(self) -> bool:
+        """Whether there is a design to synthesize."""
+        return self.unit is not None
+
+    @property
+    def mode_label(self) -> str:
+        """``"w2 (cross)"`` for mode w2 with cross products, else the mode."""
+        return f"{self.mode} (cross)" if self.cross_products else self.mode
+
+
+@dataclass(frozen=True)
+class RowFailure:
+    """A row whose generation or synthesis failed, with the error message (quoting the log)."""
+
+    row_id: str
+    message: str
+
+
+def short_reason(message: str) -> str:
+    """Shorten a not-packable ``ValueError`` message of :func:`hdl.accllm_dsp_mul.packing`.
+
+    Drops the leading ``"mode ... does not pack on target ...: "`` (the row says that) and a
+    trailing parenthesis (advice such as ``"(use target 'generic' or 'xilinx')"``). A message
+    of another form is returned unchanged.
+    """
+    head, separator, rest = message.partition(": ")
+    if not separator or "does not pack" not in head:
+        return message
+    return re.sub(r"\s*\([^()]*\)\s*$", "", rest)
+
+
+def build_rows(x_bits: int = X_BITS, x_signed: bool = X_SIGNED) -> list[Row]:
+    """Return every row of the table, in order (pure Python: nothing is generated).
+
+    Parameters
+    ----------
+    x_bits : int
+        Activation width of the table (default 8); on ``ecp5``/``ice40`` a mode that does
+        not pack at this width also gets a row at the largest width that does, if any.
+    x_signed : bool
+        Signed activations (default).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``x_bits`` or ``x_signed`` is not accepted by the components.
+    """
+    rows: list[Row] = []
+    for mode, cross in MODES:
+        for target in SYNTH_TARGETS:
+            rows.extend(_rows_for(mode, cross, target, x_bits, x_signed))
+    ids = [row.row_id for row in rows]
+    duplicates = sorted({row_id for row_id in ids if ids.count(row_id) > 1})
+    if duplicates:
+        raise AssertionError(f"duplicate row ids: {', '.join(duplicates)}")
+    return rows
+
+
+def select_rows(rows: Sequence[Row], row_ids: Iterable[str]) -> list[Row]:
+    """Return the rows named in ``row_ids`` in table order (all rows when it is empty).
+
+    Raises
+    ------
+    ValueError
+        If a name is not a row of ``rows``; the message lists the known ones.
+    """
+    wanted = list(dict.fromkeys(row_ids))
+    if not wanted:
+        return list(rows)
+    known = {row.row_id for row in rows}
+    unknown = [row_id for row_id in wanted if row_id not in known]
+    if unknown:
+        raise ValueError(f"unknown row id(s): {', '.join(unknown)}; known: "
+                         f"{', '.join(row.row_id for row in rows)}")
+    return [row for row in rows if row.row_id in wanted]
+
+
+def _rows_for(mode: str, cross: bool, target: str, x_bits: int, x_signed: bool) -> list[Row]:
+    """Rows of one (mode, family): packed variant(s), then plain multipliers."""
+    base = {"mode": mode, "x_signed": x_signed, "cross_products": cross}
+    if target == "xilinx":
+        return [
+            _packed_row(mode, cross, target, "xilinx", PACKED_VARIANT[target], x_bits, base),
+            _packed_row(mode, cross, target, "generic", INFERRED_VARIANT, x_bits, base,
+                        note="Yosys maps (A + D) * B written with *"),
+            _plain_row(mode, cross, target, x_bits, base),
+        ]
+    packed = _packed_row(mode, cross, target, target, PACKED_VARIANT[target], x_bits, base)
+    rows = [packed, _plain_row(mode, cross, target, x_bits, base)]
+    if not packed.packable:
+        narrower = _widest_packable_x_bits(mode, cross, target, x_bits, x_signed)
+        if narrower is not None:
+            _, primitive = FABRIC_MULTIPLIERS[target]
+            note = (f"x_bits={narrower}: mode {mode} packs into {primitive} only for "
+                    f"x_bits <= {narrower}")
+            rows += [
+                _packed_row(mode, cross, target, target, PACKED_VARIANT[target], narrower,
+                            base, note=note),
+                _plain_row(mode, cross, target, narrower, base,
+                           note=f"x_bits={narrower}, to compare with the packed row above"),
+            ]
+    return rows
+
+
+def _widest_packable_x_bits(mode, cross, target, x_bits, x_signed) -> int | None:
+    """Largest activation width below ``x_bits`` that packs on ``target``; None if none."""
+    for narrower in range(x_bits - 1, 1, -1):
+        try:
+            AccllmDspMul(mode=mode, x_signed=x_signed, x_bits=narrower, cross_products=cross,
+                         target=target)
+        except ValueError:
+            continue
+        return narrower
+    return None
+
+
+def _row_id(mode, cross, target, kind, x_bits) -> str:
+    return f"{mode}{'c' if cross else ''}-{target}-{kind}-x{x_bits}"
+
+
+def _packed_row(mode, cross, target, design_target, variant, x_bits, base, *, note="") -> Row:
+    """The packed design built for ``design_target`` (the family itself, or ``"generic"``
+    for Yosys' inference), synthesized for ``target``; a not-packable row if it raises."""
+    kind = "packed" if design_target != "generic" else "generic"
+    params = {**base, "x_bits": x_bits, "target": design_target, "acc_depth": 1}
+    products = len(AccllmPlainMul(mode=mode, x_signed=base["x_signed"], x_bits=x_bits,
+                                  cross_products=cross).products)
+    common = dict(row_id=_row_id(mode, cross, target, kind, x_bits), mode=mode,
+                  cross_products=cross, target=target, variant=variant, x_bits=x_bits,
+                  products=products)
+    try:
+        component = AccllmDspMul(**params)
+    except ValueError as error:
+        reason = short_reason(str(error))
+        return Row(**common, unit=None, params={}, latency=None, acc_limit=None,
+                   reason=reason, full_reason=str(error), note=f"not packable: {reason}")
+    if design_target != "generic" and target not in (component.synth_targets or (target,)):
+        raise AssertionError(f"{PACKED_UNIT} target={design_target!r} cannot be synthesized "
+                             f"for {target!r} (synth_targets={component.synth_targets})")
+    return Row(**common, unit=PACKED_UNIT, params=params, latency=component.latency,
+               acc_limit=component.acc_limit, note=note)
+
+
+def _plain_row(mode, cross, target, x_bits, base, *, note="") -> Row:
+    params = {**base, "x_bits": x_bits}
+    component = AccllmPlainMul(**params)
+    return Row(row_id=_row_id(mode, cross, target, "plain", x_bits), mode=mode,
+               cross_products=cross, target=target, variant=PLAIN_VARIANT, x_bits=x_bits,
+               products=len(component.products), unit=PLAIN_UNIT, params=params,
+               latency=component.latency, acc_limit=None, note=note)
+
+
+# --- synthesis -------------------------------------------------------------------------------
+
+
+def synthesize_rows(
+    rows: Sequence[Row],
+    build_dir: Path,
+    *,
+    jobs: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, SynthResult], list[RowFailure]]:
+    """Generate and synthesize every packable row in a process pool.
+
+    Row ``r`` is generated and synthesized in ``build_dir / "accllm_table" / r.row_id``
+    (:func:`fpga.yosys.synth` runs Yosys inside that directory with relative paths only).
+
+    Parameters
+    ----------
+    rows : sequence of Row
+        Rows to run (not-packable rows are skipped).
+    build_dir : Path
+    jobs : int, optional
+        Number of Yosys runs at once (at least 1).
+    progress : callable, optional
+        Called with a one-line message after every run.
+
+    Returns
+    -------
+    results : dict of row id to SynthResult
+    failures : list of RowFailure
+        In table order.
+
+    Raises
+    ------
+    ValueError
+        If ``jobs`` is below 1.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs!r} must be at least 1")
+    runnable = [row for row in rows if row.packable]
+    table_dir = Path(build_dir) / "accllm_table"
+    results: dict[str, SynthResult] = {}
+    failed: dict[str, str] = {}
+    if not runnable:
+        return results, []
+    with ProcessPoolExecutor(max_workers=min(jobs, len(runnable))) as pool:
+        futures = {
+            pool.submit(_row_job, row.unit, row.params, row.target, table_dir / row.row_id):
+            row.row_id
+            for row in runnable
+        }
+        for done, future in enumerate(as_completed(futures), start=1):
+            row_id = futures[future]
+            result, error = future.result()
+            if result is not None:
+                results[row_id] = result
+                status = f"{result.seconds:.1f} s"
+            else:
+                failed[row_id] = error
+                status = "FAILED"
+            if progress is not None:
+                progress(f"[{done}/{len(runnable)}] {row_id}: {status}")
+    failures = [RowFailure(row.row_id, failed[row.row_id]) for row in runnable
+                if row.row_id in failed]
+    return results, failures
+
+
+def _row_job(unit: str, params: dict, target: str, row_dir: Path
+             ) -> tuple[SynthResult | None, str | None]:
+    """Pool worker: generate the row's Verilog and synthesize it; return the result, or the
+    error message instead of raising it."""
+    try:
+        verilog = generate(unit, params, row_dir)
+        return synth(verilog, unit, target, row_dir), None
+    except (SynthError, TypeError, ValueError, OSError) as error:
+        return None, f"{type(error).__name__}: {error}"
+
+
+# --- reports ---------------------------------------------------------------------------------
+
+
+def _cells(row: Row, results: dict[str, SynthResult]) -> list[str]:
+    """The row's values in :data:`COLUMNS` order, as text."""
+    result = results.get(row.row_id)
+    metrics = result.metrics if result is not None else {}
+    counts = [str(metrics[metric]) if metric in metrics else "-" for metric in METRICS]
+    dsp = metrics.get("DSP")
+    per_dsp = "-" if not dsp else _number(row.products / dsp)
+    return [row.mode_label, row.target, row.variant, str(row.x_bits), str(row.products),
+            *counts, per_dsp, _optional(row.acc_limit), _optional(row.latency), row.note]
+
+
+def table_markdown(rows: Sequence[Row], results: dict[str, SynthResult]) -> str:
+    """Markdown table of ``rows`` ("-" where a row has no design or no DSP)."""
+    numeric = {"x_bits", "products/beat", *METRICS, "products/DSP", "acc. limit", "latency"}
+    lines = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "".join("---:|" if column in numeric else "---|" for column in COLUMNS),
+    ]
+    for row in rows:
+        cells = [cell.replace("|", "\\|") for cell in _cells(row, results)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report_markdown(rows: Sequence[Row], results: dict[str, SynthResult], version: str) -> str:
+    """The full Markdown report: a header, the table, the full not-packable reasons and the
+    Yosys commands."""
+    lines = [
+        "# AccLLM DSP packing: resources",
+        "",
+        f"{version}; cells counted in the flattened, mapped netlist. DSP counts DSP48E2 on "
+        "xilinx, MULT18X18D and ALU54B on ecp5, SB_MAC16 on ice40. Activations signed; "
+        "latency in cycles; the accumulation limit is the number of packed products that may "
+        "be summed before a field overflows (`accumulation_limit`).",
+        "",
+        table_markdown(rows, results),
+        "",
+    ]
+    reasons = [row for row in rows if not row.packable]
+    if reasons:
+        lines += ["Not packable:", ""]
+        lines += [f"* `{row.row_id}`: {row.full_reason}" for row in reasons]
+        lines.append("")
+    lines += ["| target | device | Yosys synthesis command |", "|---|---|---|"]
+    for target in dict.fromkeys(row.target for row in rows):
+        spec = TARGETS[target]
+        lines.append(f"| {target} | {spec.device} | `{spec.synth_command.format(top='TOP')}` |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(rows: Sequence[Row], results: dict[str, SynthResult]) -> str:
+    """One CSV line per row; empty fields where a row has no value."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        metrics = results[row.row_id].metrics if row.row_id in results else {}
+        dsp = metrics.get("DSP")
+        writer.writerow([
+            row.row_id, row.mode, row.cross_products, row.target, row.variant, row.x_bits,
+            row.products, *(metrics.get(metric, "") for metric in METRICS),
+            _number(row.products / dsp) if dsp else "",
+            "" if row.acc_limit is None else row.acc_limit,
+            "" if row.latency is None else row.latency,
+            row.packable, row.full_reason or row.note,
+        ])
+    return buffer.getvalue()
+
+
+def write_reports(reports_dir: Path, markdown: str, csv_text: str) -> tuple[Path, Path]:
+    """Write ``accllm_dsp_mul.md`` and ``.csv`` into ``reports_dir``; return their paths."""
+    markdown_path, csv_path = _report_paths(reports_dir)
+    markdown_path.parent.mkdir(parents=True, exist_ok=True)
+    markdown_path.write_text(markdown)
+    csv_path.write_text(csv_text)
+    return markdown_path, csv_path
+
+
+def remove_reports(reports_dir: Path) -> list[Path]:
+    """Delete the reports of an earlier run; return those deleted."""
+    existing = [path for path in _report_paths(reports_dir) if path.is_file()]
+    for path in existing:
+        path.unlink()
+    return existing
+
+
+def _report_paths(reports_dir: Path) -> tuple[Path, Path]:
+    reports_dir = Path(reports_dir)
+    return reports_dir / f"{REPORT_NAME}.md", reports_dir / f"{REPORT_NAME}.csv"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+
+
+def _optional(value) -> str:
+    return "-" if value is None else str(value)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_SYNTH_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fpga.accllm_table",
+        description="AccLLM DSP-packing resource table: packed vs plain multipliers on "
+                    "xilinx, ecp5 and ice40, from one run.")
+    parser.add_argument("--jobs", type=_positive_int, default=2, metavar="N",
+                        help="parallel Yosys runs (default 2)")
+    parser.add_argument("--build-dir", type=Path, default=Path("build"),
+                        help="build directory (default: build)")
+    parser.add_argument("--row", action="append", default=[], metavar="ID",
+                        help="only this row (repeatable; default: all rows; "
+                             "e.g. w4-xilinx-packed-x8)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    arguments = _parser().parse_args(argv)
+    started = time.perf_counter()
+    try:
+        rows = select_rows(build_rows(), arguments.row)
+    except ValueError as error:
+        _report(f"accllm_table: {error}")
+        return EXIT_BAD_INPUT
+    build_dir: Path = arguments.build_dir
+    reports_dir = build_dir / "reports"
+    try:
+        version = yosys_version()  # also compiles the WebAssembly once, before the pool
+    except SynthError as error:
+        _report(f"accllm_table: {error}")
+        return EXIT_SYNTH_FAILED
+    runnable = sum(row.packable for row in rows)
+    _report(f"accllm_table: {len(rows)} rows, {runnable} synthesis runs "
+            f"({len(rows) - runnable} not packable), {arguments.jobs} at once; {version}")
+    results, failures = synthesize_rows(rows, build_dir, jobs=arguments.jobs, progress=_report)
+    if failures:
+        for failure in failures:
+            _report(f"\n=== {failure.row_id} failed ===\n{failure.message}")
+        stale = remove_reports(reports_dir)
+        removed = f" (removed stale {', '.join(map(str, stale))})" if stale else ""
+        _report(f"\naccllm_table: {len(failures)} of {runnable} synthesis runs failed: "
+                f"{', '.join(failure.row_id for failure in failures)}; no report "
+                f"written{removed}")
+        return EXIT_SYNTH_FAILED
+    markdown_path, csv_path = write_reports(
+        reports_dir, report_markdown(rows, results, version), table_csv(rows, results))
+    print(table_markdown(rows, results))
+    _report(f"accllm_table: wrote {markdown_path} and {csv_path} "
+            f"in {time.perf_counter() - started:.0f} s")
+    return EXIT_OK
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
