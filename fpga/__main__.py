@@ -17,6 +17,7 @@ from fpga.area import (
     area_table,
     comparison_table,
     find_units,
+    positive_int_argument,
     remove_reports,
     synthesize_all,
     write_reports,
@@ -58,23 +59,13 @@ def _parser() -> argparse.ArgumentParser:
         help="target to synthesise for (repeatable; default: all)",
     )
     area.add_argument(
-        "--jobs", type=_positive_int, default=2, metavar="N", help="parallel Yosys runs"
+        "--jobs", type=positive_int_argument, default=2, metavar="N", help="parallel Yosys runs"
     )
     area.add_argument(
         "--build-dir", type=Path, default=Path("build"), help="build directory (default: build)"
     )
     area.set_defaults(command_function=_area_command)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _area_command(arguments: argparse.Namespace) -> int:

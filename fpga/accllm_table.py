@@ -47,6 +47,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fpga.area import positive_int_argument, remove_reports, write_reports
 from fpga.yosys import TARGETS, SynthError, SynthResult, synth, yosys_version
 from gen import generate
 from hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
@@ -60,14 +61,12 @@ __all__ = [
     "SYNTH_TARGETS",
     "build_rows",
     "main",
-    "remove_reports",
     "select_rows",
     "short_reason",
     "synthesize_rows",
     "table_csv",
     "table_markdown",
     "report_markdown",
-    "write_reports",
 ]
 
 X_BITS = 8
@@ -462,28 +461,6 @@ def table_csv(rows: Sequence[Row], results: dict[str, SynthResult]) -> str:
     return buffer.getvalue()
 
 
-def write_reports(reports_dir: Path, markdown: str, csv_text: str) -> tuple[Path, Path]:
-    """Write ``accllm_dsp_mul.md`` and ``.csv`` into ``reports_dir``; return their paths."""
-    markdown_path, csv_path = _report_paths(reports_dir)
-    markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    markdown_path.write_text(markdown)
-    csv_path.write_text(csv_text)
-    return markdown_path, csv_path
-
-
-def remove_reports(reports_dir: Path) -> list[Path]:
-    """Delete the reports of an earlier run; return those deleted."""
-    existing = [path for path in _report_paths(reports_dir) if path.is_file()]
-    for path in existing:
-        path.unlink()
-    return existing
-
-
-def _report_paths(reports_dir: Path) -> tuple[Path, Path]:
-    reports_dir = Path(reports_dir)
-    return reports_dir / f"{REPORT_NAME}.md", reports_dir / f"{REPORT_NAME}.csv"
-
-
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
 
@@ -499,22 +476,12 @@ EXIT_SYNTH_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m fpga.accllm_table",
         description="AccLLM DSP-packing resource table: packed vs plain multipliers on "
                     "xilinx, ecp5 and ice40, from one run.")
-    parser.add_argument("--jobs", type=_positive_int, default=2, metavar="N",
+    parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N",
                         help="parallel Yosys runs (default 2)")
     parser.add_argument("--build-dir", type=Path, default=Path("build"),
                         help="build directory (default: build)")
@@ -547,14 +514,15 @@ def main(argv: list[str] | None = None) -> int:
     if failures:
         for failure in failures:
             _report(f"\n=== {failure.row_id} failed ===\n{failure.message}")
-        stale = remove_reports(reports_dir)
+        stale = remove_reports(reports_dir, REPORT_NAME)
         removed = f" (removed stale {', '.join(map(str, stale))})" if stale else ""
         _report(f"\naccllm_table: {len(failures)} of {runnable} synthesis runs failed: "
                 f"{', '.join(failure.row_id for failure in failures)}; no report "
                 f"written{removed}")
         return EXIT_SYNTH_FAILED
     markdown_path, csv_path = write_reports(
-        reports_dir, report_markdown(rows, results, version), table_csv(rows, results))
+        reports_dir, report_markdown(rows, results, version), table_csv(rows, results),
+        REPORT_NAME)
     print(table_markdown(rows, results))
     _report(f"accllm_table: wrote {markdown_path} and {csv_path} "
             f"in {time.perf_counter() - started:.0f} s")

@@ -8,6 +8,7 @@ Yosys runs happen in ``<build-dir>/synth/<unit>/<top>-<target>/``; the reports a
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -28,6 +29,7 @@ __all__ = [
     "comparison_table",
     "find_units",
     "format_params",
+    "positive_int_argument",
     "remove_reports",
     "synthesize_all",
     "write_reports",
@@ -289,25 +291,38 @@ def area_csv(
     return buffer.getvalue()
 
 
-def write_reports(reports_dir: Path, markdown: str, csv_text: str) -> tuple[Path, Path]:
-    """Write ``area.md`` and ``area.csv`` into `reports_dir`; return their paths."""
-    markdown_path, csv_path = _report_paths(reports_dir)
+def write_reports(
+    reports_dir: Path, markdown: str, csv_text: str, name: str = "area"
+) -> tuple[Path, Path]:
+    """Write ``<name>.md`` and ``<name>.csv`` into `reports_dir`; return their paths."""
+    markdown_path, csv_path = _report_paths(reports_dir, name)
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown_path.write_text(markdown)
     csv_path.write_text(csv_text)
     return markdown_path, csv_path
 
 
-def remove_reports(reports_dir: Path) -> list[Path]:
-    """Delete ``area.md`` and ``area.csv`` from an earlier run; return those deleted."""
-    existing = [path for path in _report_paths(reports_dir) if path.is_file()]
+def remove_reports(reports_dir: Path, name: str = "area") -> list[Path]:
+    """Delete ``<name>.md`` and ``<name>.csv`` from an earlier run; return those deleted."""
+    existing = [path for path in _report_paths(reports_dir, name) if path.is_file()]
     for path in existing:
         path.unlink()
     return existing
 
 
-def _report_paths(reports_dir: Path) -> tuple[Path, Path]:
-    return Path(reports_dir) / "area.md", Path(reports_dir) / "area.csv"
+def _report_paths(reports_dir: Path, name: str) -> tuple[Path, Path]:
+    return Path(reports_dir) / f"{name}.md", Path(reports_dir) / f"{name}.csv"
+
+
+def positive_int_argument(text: str) -> int:
+    """``argparse`` type: a whole number of at least 1 (e.g. ``--jobs``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def _synth_job(

@@ -145,6 +145,17 @@ class Bench:
         self.full_rate_cycles = cycles
         return self.codecs[out_port].unpack_batch(got)
 
+    def check_full_rate(self, port, count):
+        """Assert that the ``count`` beats on ``port`` left one per cycle, the first one
+        ``latency`` cycles after the first input (sent in cycle 1, no gaps anywhere)."""
+        cycles = self.monitors[port].transfer_cycles[:count]
+        assert cycles == list(range(cycles[0], cycles[0] + count)), (
+            f"not one beat per cycle at full rate: {port} transfers at cycles {cycles[:20]} ...")
+        assert cycles[0] == 1 + self.latency, (
+            f"first result at monitor cycle {cycles[0]}, expected {1 + self.latency} "
+            f"(input at cycle 1, latency {self.latency})")
+        return cycles[-1] - cycles[0] + 1
+
     def received(self, port):
         """The field dict of every beat received on ``port`` so far."""
         return self.codecs[port].unpack_batch(self.monitors[port].words)

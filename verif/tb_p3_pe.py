@@ -119,11 +119,7 @@ async def exhaustive_single_products(dut):
     bench = Bench(dut)
     beats = single_product_beats()
     count = await _run(bench, beats, max_cycles_per_beat=2)
-    cycles = bench.monitors["o"].transfer_cycles
-    span = cycles[-1] - cycles[0] + 1
-    assert span == count, f"{count} results took {span} cycles at full rate (expected one a cycle)"
-    assert cycles[0] == 1 + bench.latency, (
-        f"first result at monitor cycle {cycles[0]}, expected {1 + bench.latency}")
+    span = bench.check_full_rate("o", count)
     record_metrics("exhaustive_single_products", products=count, cycles=span)
 
 
