@@ -327,6 +327,21 @@ def test_sparse_select_against_loop_and_dense_dot():
         loop_select(xs, mask)
 
 
+@pytest.mark.parametrize("x_signed", [True, False])
+def test_selector_feeds_mode_w2_and_the_packed_products_give_the_sparse_dot(x_signed):
+    """The W2A8 path of Fig. 10(c)-(d2): 2:4 pruning, the selector, one packed multiply per
+    group (X1 W1 and X2 W2 from one P word), summed: the dot product with the pruned weights."""
+    rng = np.random.default_rng(11)
+    scores = rng.normal(size=(16, 64))
+    _, mask = prune_2_4(scores)
+    w = np.where(mask, rng.integers(-2, 2, size=mask.shape), 0)     # signed 2-bit codes
+    x = rng.integers(-128, 128, mask.shape) if x_signed else rng.integers(0, 256, mask.shape)
+    xs = sparse_select(x, mask)
+    ws = sparse_select(w, mask)
+    products = extract_w2(packed_p_w2(xs.x1, xs.x2, ws.x1, ws.x2, 8, x_signed), 8, x_signed)
+    np.testing.assert_array_equal((products.p11 + products.p22).sum(-1), (x * w).sum(-1))
+
+
 @pytest.mark.parametrize("bad", [[1, 1, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 1]])
 def test_sparse_select_rejects_invalid_mask(bad):
     with pytest.raises(ValueError, match=r"mask must have exactly two ones"):
