@@ -29,6 +29,11 @@ paths are relative: the YoWASP tools cannot see ``/tmp``); it keeps ``yosys.ys``
 ``yosys.log``, ``net.json``, ``nextpnr.log`` and ``report.json``. The seed is fixed
 (`SEED`) so results are reproducible; the target frequency is only a placement goal
 (``--timing-allow-fail``), the reported figure is the achieved one.
+
+Known limitation (Yosys 0.70): ``synth_ecp5`` of ``kllm_concat`` inside the wrapper stops on
+an assertion in ABC9's reintegration (``GetSize(conn.first) == GetSize(conn.second)``; also
+with ``-noabc9``/``-abc2``; the unit alone synthesizes). That row is reported as failed rather
+than run with ``-dff``, which would let ABC retime across the wrapper's registers.
 """
 
 from __future__ import annotations
