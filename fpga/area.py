@@ -28,6 +28,7 @@ __all__ = [
     "area_table",
     "comparison_table",
     "find_units",
+    "long_csv",
     "format_params",
     "positive_int_argument",
     "remove_reports",
@@ -278,6 +279,13 @@ def area_csv(
     units: Sequence[Unit], targets: Sequence[str], results: dict[tuple[str, str], SynthResult]
 ) -> str:
     """Long-format CSV: one row per unit x target x metric."""
+    return long_csv(units, targets, results, lambda result: result.metrics)
+
+
+def long_csv(units: Sequence[Unit], targets: Sequence[str], results: dict, metrics_of) -> str:
+    """Long-format CSV (``CSV_COLUMNS``): one row per unit x target x metric, the metrics of
+    ``results[unit, target]`` given by ``metrics_of(result)`` (a dict); pairs without a result
+    (skipped or failed runs) are left out."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -286,7 +294,7 @@ def area_csv(
         for target in targets:
             if (unit.name, target) not in results:
                 continue
-            for metric, value in results[unit.name, target].metrics.items():
+            for metric, value in metrics_of(results[unit.name, target]).items():
                 writer.writerow((unit.name, params, target, metric, value))
     return buffer.getvalue()
 

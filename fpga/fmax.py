@@ -39,8 +39,6 @@ than run with ``-dff``, which would let ABC retime across the wrapper's register
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import re
@@ -58,6 +56,7 @@ from fpga.area import (
     Unit,
     find_units,
     format_params,
+    long_csv,
     positive_int_argument,
     remove_reports,
     write_reports,
@@ -536,7 +535,6 @@ def fmax_all(units: Sequence[Unit], targets: Sequence[str], workdir: Path, *, jo
 # --------------------------------------------------------------------------- reports
 
 RESOURCE_COLUMNS = ("LC", "LUT", "FF", "DSP", "BRAM")
-CSV_COLUMNS = ("unit", "params", "target", "metric", "value")
 
 
 def fmax_table(units: Sequence[Unit], targets: Sequence[str],
@@ -589,21 +587,9 @@ def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
 def fmax_csv(units: Sequence[Unit], targets: Sequence[str],
              results: dict[tuple[str, str], FmaxResult]) -> str:
     """Long-format CSV: one row per unit x target x metric (failed runs left out)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for unit in units:
-        params = format_params(unit.params)
-        for target in targets:
-            if (unit.name, target) not in results:
-                continue
-            result = results[unit.name, target]
-            writer.writerow((unit.name, params, target, "fmax_mhz", f"{result.fmax_mhz:.2f}"))
-            for metric, value in result.resources.items():
-                writer.writerow((unit.name, params, target, metric, value))
-            writer.writerow((unit.name, params, target, "wrapper_ff",
-                             result.wrapper_flip_flops))
-    return buffer.getvalue()
+    return long_csv(units, targets, results, lambda result: {
+        "fmax_mhz": f"{result.fmax_mhz:.2f}", **result.resources,
+        "wrapper_ff": result.wrapper_flip_flops})
 
 
 # --------------------------------------------------------------------------- command line
