@@ -1,10 +1,12 @@
 """Argument checks shared by the golden models (messages name the argument and the value)."""
 
 import argparse
+import sys
 
 import numpy as np
 
-__all__ = ["check_int", "check_int_array", "positive_int_arg", "non_negative_int_arg"]
+__all__ = ["check_int", "check_int_array", "positive_int_arg", "non_negative_int_arg",
+           "report_main"]
 
 
 def check_int(name, value, min_value, max_value=None):
@@ -56,3 +58,15 @@ def non_negative_int_arg(text):
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
     return value
+
+
+def report_main(parser, run, argv=None):
+    """Command-line entry of a report: parse ``argv`` (default ``sys.argv[1:]``) with
+    ``parser``, call ``run(args, sys.stdout)``; a ``TypeError``/``ValueError`` from the run
+    (a bad argument value) becomes ``parser.error`` (message, exit status 2). Returns 0."""
+    args = parser.parse_args(argv)
+    try:
+        run(args, sys.stdout)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    return 0

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from . import oaken_profile as op
-from ._checks import non_negative_int_arg, positive_int_arg
+from ._checks import non_negative_int_arg, positive_int_arg, report_main
 
 KINDS = ("key", "value")
 
@@ -210,13 +210,7 @@ def run(args, out):
 
 def main(argv=None):
     """Parse ``argv`` (default ``sys.argv[1:]``), run the report and print it to stdout."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        run(args, sys.stdout)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-    return 0
+    return report_main(_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from . import p3
-from ._checks import non_negative_int_arg, positive_int_arg
+from ._checks import non_negative_int_arg, positive_int_arg, report_main
 
 TEMPERATURES = (0.5, 1.0, 2.0, 4.0)
 OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),
@@ -236,13 +236,7 @@ def run(args, out):
 
 def main(argv=None):
     """Parse ``argv`` (default ``sys.argv[1:]``), run the report and print it to stdout."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        run(args, sys.stdout)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-    return 0
+    return report_main(_parser(), run, argv)
 
 
 if __name__ == "__main__":
