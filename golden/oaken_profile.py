@@ -73,6 +73,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._checks import check_int as _check_int
+from ._checks import check_int_array as _check_int_array
 from .oaken import MIDDLE, INNER, OUTER, MAX_VEC_LEN, decompose, quantize_vector, \
     dequantize_vector, quantize_dequantize_float, unpack_coo
 
@@ -122,15 +123,7 @@ def _check_samples(name, values, min_ndim, data_bits, shape_doc):
     if 0 in values.shape:
         raise ValueError(f"{name} must not be empty, not of shape {values.shape}")
     lo, hi = -(1 << (data_bits - 1)), (1 << (data_bits - 1)) - 1
-    if values.dtype == np.uint64 and values.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must hold signed {data_bits}-bit values ({lo}..{hi}), "
-                         f"not {int(values.max())}")
-    values = values.astype(np.int64)
-    bad = (values < lo) | (values > hi)
-    if bad.any():
-        raise ValueError(f"{name} must hold signed {data_bits}-bit values ({lo}..{hi}), "
-                         f"not {int(values[bad].flat[0])}")
-    return values
+    return _check_int_array(name, values, lo, hi, f"signed {data_bits}-bit values")
 
 
 def _check_float_array(name, values, min_ndim=1):
