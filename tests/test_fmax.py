@@ -156,3 +156,32 @@ def test_fmax_command_on_ice40(tmp_path, capsys):
     csv_text = (build_dir / "reports" / "fmax.csv").read_text()
     assert "add8,width=8,ice40,fmax_mhz," in csv_text
     assert Path(build_dir / "fmax" / "add8-ice40" / "report.json").is_file()
+
+
+@pytest.mark.synth
+def test_larger_ecp5_places_the_smaller_ones_netlist(tmp_path):
+    """``netlist=``: the 85F run reuses the 25F run's net.json (same Yosys script) and runs
+    nextpnr only; a netlist from another script is refused."""
+    from fpga.area import find_units
+    from fpga.fmax import fmax_run
+
+    (tmp_path / "add8.v").write_text(ADDER_UNIT_VERILOG)
+    (tmp_path / "add8.json").write_text(json.dumps(ADDER_MANIFEST))
+    (unit,) = find_units(tmp_path, ["add8"])
+    small = fmax_run(unit, "ecp5", tmp_path / "runs")
+    large = fmax_run(unit, "ecp5-85k", tmp_path / "runs", netlist=small.run_dir / "net.json")
+    assert large.fmax_mhz > 0 and large.run_dir.name == "add8-ecp5-85k"
+    assert not (large.run_dir / "yosys.log").exists()
+    assert (large.run_dir / "net.json").read_bytes() == (small.run_dir / "net.json").read_bytes()
+    def available_luts(run):
+        report = json.loads((run.run_dir / "report.json").read_text())
+        return report["utilization"]["TRELLIS_COMB"]["available"]
+
+    # Placed on the larger device: LFE5U-85F has 83,640 LUT4s, the 25F 24,288.
+    assert (available_luts(small), available_luts(large)) == (24288, 83640)
+    ice40_dir = tmp_path / "runs" / "add8-ice40"
+    ice40_dir.mkdir()
+    (ice40_dir / "yosys.ys").write_text("synth_ice40\n")
+    (ice40_dir / "net.json").write_text("{}")
+    with pytest.raises(FmaxError, match="not made by this target's Yosys script"):
+        fmax_run(unit, "ecp5-85k", tmp_path / "runs", netlist=ice40_dir / "net.json")

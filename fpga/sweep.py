@@ -1,0 +1,875 @@
+"""Parameter sweep of one unit: area (Yosys) and Fmax (nextpnr) against one parameter.
+
+``python -m fpga.sweep --unit U --param P --values v1 v2 ... [--config C] [--set k=v ...]
+[--target T ...] [--fmax-target T ...] [--jobs N] [--scheduler ADDRESS] [--build-dir DIR]``
+
+Every value ``v`` is a sweep point: the unit's parameters (defaults, then ``--config``, then
+``--set``) with ``P=v``. Values are parsed like ``--set`` (integers with any base prefix,
+``true``/``false``, ``none``, anything else a string). For each point:
+
+* a generation job writes ``DIR/sweep/<unit>-<param>/<value>/verilog/<unit>.v`` and its
+  manifest; a value the unit's constructor refuses (``ValueError``/``TypeError``) makes a
+  failed point, reported with the unit's message, and the other points still run;
+* then one job per area target (Yosys, in ``.../<value>/synth/``) and per Fmax target
+  (nextpnr, in ``.../<value>/fmax/``); targets the manifest's ``synth_targets`` excludes are
+  skipped, not failed.
+
+Jobs run in a local process pool (``--jobs``, default 2) or, with ``--scheduler ADDRESS``,
+on an existing dask.distributed cluster (``distributed`` is an optional dependency: ``pip
+install 'dask[distributed]'``). The workers must be able to import this project (run them
+with its virtual environment, where it is installed with ``pip install -e .``) and see the
+same file system; every path handed to them is absolute and every tool runs with its working
+directory set explicitly, so a worker's own working directory does not matter. A job returns
+plain data (metrics, messages, the Verilog text), never raises.
+
+Outputs, in ``DIR/reports/``: ``sweep-<unit>-<param>.csv`` (long format, columns
+`CSV_COLUMNS`: one row per point x target x metric; Fmax runs give ``fmax_mhz`` and nextpnr's
+resources as ``pnr_<resource>``, ``pnr_wrapper_ff``), ``sweep-<unit>-<param>.md`` (the table
+printed on standard output, with the failures) and ``sweep-<unit>-<param>.png`` (area and Fmax
+against the parameter). Progress goes to standard error (a tqdm bar if tqdm is installed).
+
+Exit status: 0 if at least one run gave a result (failed points and runs are listed in the
+table and on standard error), 1 if none did, 2 for bad arguments, a missing ``distributed``
+package with ``--scheduler``, or an unreachable scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import io
+import json
+import math
+import multiprocessing
+import os
+import re
+import socket
+import sys
+import textwrap
+import time
+import uuid
+import warnings
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from fpga.area import find_units, format_params, positive_int_argument, write_reports
+from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_run, tool_versions
+from fpga.yosys import TARGETS, SynthError, synth, yosys_version
+from gen.registry import UNITS, parse_assignment, resolve_params
+
+__all__ = [
+    "CSV_COLUMNS",
+    "DASK_INSTALL_HINT",
+    "DaskExecutor",
+    "LocalExecutor",
+    "PointResult",
+    "SweepInputError",
+    "SweepPlan",
+    "SweepResult",
+    "main",
+    "make_executor",
+    "make_plan",
+    "parse_value",
+    "plot_sweep",
+    "run_sweep",
+    "sweep_csv",
+    "sweep_markdown",
+]
+
+DEFAULT_AREA_TARGETS = tuple(TARGETS)
+"""Area targets run when ``--target`` is not given (every Yosys target)."""
+
+CSV_COLUMNS = ("unit", "param", "param_value", "target", "metric", "value")
+"""Columns of the sweep CSV (``param_value``: the swept parameter's value at that point)."""
+
+DASK_INSTALL_HINT = "pip install 'dask[distributed]'"
+
+EXIT_OK, EXIT_ALL_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class SweepInputError(ValueError):
+    """The sweep cannot start: bad arguments, no dask for ``--scheduler``, no scheduler."""
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What to sweep and where.
+
+    Attributes
+    ----------
+    unit, param : str
+    values : tuple
+        Parsed values, duplicates removed, in command-line order.
+    config : str or None
+    overrides : dict
+        ``--set`` assignments (never the swept parameter).
+    area_targets, fmax_targets : tuple of str
+    build_dir : Path
+        Absolute build directory.
+    """
+
+    unit: str
+    param: str
+    values: tuple
+    config: str | None
+    overrides: dict
+    area_targets: tuple[str, ...]
+    fmax_targets: tuple[str, ...]
+    build_dir: Path
+
+    @property
+    def name(self) -> str:
+        """Stem of the report files and the sweep directory, ``sweep-<unit>-<param>``."""
+        return f"sweep-{self.unit}-{self.param}"
+
+    @property
+    def sweep_dir(self) -> Path:
+        return self.build_dir / "sweep" / f"{self.unit}-{self.param}"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.build_dir / "reports"
+
+    def point_dir(self, value) -> Path:
+        return self.sweep_dir / value_slug(value)
+
+    def point_overrides(self, value) -> dict:
+        return {**self.overrides, self.param: value}
+
+    def other_params(self) -> dict:
+        """The resolved parameters other than the swept one (the same at every point)."""
+        _, params = resolve_params(self.unit, self.config, self.overrides)
+        return {key: value for key, value in params.items() if key != self.param}
+
+
+def parse_value(param: str, text: str):
+    """A sweep value parsed like ``--set param=text``."""
+    return parse_assignment(f"{param}={text}")[1]
+
+
+def value_slug(value) -> str:
+    """Directory name of a sweep point (file-system safe rendering of the value)."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value)) or "_"
+
+
+def make_plan(unit: str, param: str, values: Sequence[str], *, config: str | None = None,
+              assignments: Sequence[str] = (), area_targets: Sequence[str] | None = None,
+              fmax_targets: Sequence[str] = (), build_dir: Path | str = "build") -> SweepPlan:
+    """Check the command-line input and build the plan.
+
+    Raises
+    ------
+    SweepInputError
+        Unknown unit, configuration, parameter or target, no values, the swept parameter also
+        given with ``--set``, or a malformed assignment.
+    """
+    if unit not in UNITS:
+        raise SweepInputError(f"unknown unit {unit!r}; known units: {', '.join(sorted(UNITS))}")
+    spec = UNITS[unit]
+    if param not in spec.defaults:
+        known = ", ".join(sorted(spec.defaults)) or "none (it has no parameters)"
+        raise SweepInputError(f"unknown parameter {param!r} for unit {unit!r}; known: {known}")
+    if not values:
+        raise SweepInputError(
+            f"no values to sweep {param} over: give --values v1 v2 ... "
+            '(make sweep ... VALUES="v1 v2 ...")')
+    overrides = {}
+    for text in assignments:
+        try:
+            key, value = parse_assignment(text)
+        except ValueError as error:
+            raise SweepInputError(str(error)) from None
+        if key == param:
+            raise SweepInputError(f"--set {text}: {param} is the swept parameter; "
+                                  "give its values with --values")
+        overrides[key] = value
+    try:
+        resolve_params(unit, config, overrides)
+    except ValueError as error:
+        raise SweepInputError(str(error)) from None
+    area_targets = DEFAULT_AREA_TARGETS if area_targets is None else tuple(area_targets)
+    for target in area_targets:
+        if target not in TARGETS:
+            raise SweepInputError(f"unknown area target {target!r}; known: {', '.join(TARGETS)}")
+    for target in fmax_targets:
+        if target not in FMAX_TARGETS:
+            raise SweepInputError(
+                f"unknown Fmax target {target!r}; known: {', '.join(FMAX_TARGETS)}")
+    if not area_targets and not fmax_targets:
+        raise SweepInputError("no target: give --target and/or --fmax-target")
+    parsed = list(dict.fromkeys(parse_value(param, text) for text in values))
+    slugs = [value_slug(value) for value in parsed]
+    if len(set(slugs)) != len(slugs):
+        raise SweepInputError(f"values {values} map to the same directory names {slugs}")
+    return SweepPlan(unit, param, tuple(parsed), config, overrides,
+                     tuple(dict.fromkeys(area_targets)), tuple(dict.fromkeys(fmax_targets)),
+                     Path(build_dir).resolve())
+
+
+# --------------------------------------------------------------------------- jobs
+# Run in pool or dask worker processes: plain arguments in, plain data out, never raise.
+
+
+def _worker_info(started: float) -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "seconds": time.perf_counter() - started}
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: str) -> dict:
+    """Generate one point's Verilog; return its text, manifest and resolved parameters."""
+    from amaranth.hdl import UnusedElaboratable
+
+    from gen.verilog import generate
+
+    started = time.perf_counter()
+    # A constructor that refuses a value leaves a half-built component, which Amaranth would
+    # report as "created but never used" when the exception (and so the object) is freed.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        try:
+            verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
+            manifest_text = verilog.with_suffix(".json").read_text()
+            outcome = {"ok": True, "verilog": verilog.read_text(), "manifest": manifest_text,
+                       "params": json.loads(manifest_text)["params"]}
+        except Exception as error:  # noqa: BLE001 - a unit refusing a value: failed point
+            outcome = {"ok": False, "error": _error_text(error)}
+    return {**outcome, **_worker_info(started)}
+
+
+def _ensure_sources(verilog_dir: Path, unit: str, verilog_text: str, manifest_text: str) -> Path:
+    """Make sure ``<unit>.v``/``.json`` hold the generated text (the generation job may have
+    run on another host); writes are atomic, so concurrent jobs of a point do not clash."""
+    verilog_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in ((f"{unit}.v", verilog_text), (f"{unit}.json", manifest_text)):
+        path = verilog_dir / name
+        if path.is_file() and path.read_text() == text:
+            continue
+        scratch = verilog_dir / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        scratch.write_text(text)
+        os.replace(scratch, path)
+    return verilog_dir / f"{unit}.v"
+
+
+def _area_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
+              target: str) -> dict:
+    """Synthesize one point for one area target (in ``<point_dir>/synth``)."""
+    started = time.perf_counter()
+    try:
+        point = Path(point_dir)
+        verilog = _ensure_sources(point / "verilog", unit, verilog_text, manifest_text)
+        top = json.loads(manifest_text)["top"]
+        result = synth(verilog, top, target, point / "synth")
+        outcome = {"ok": True, "metrics": dict(result.metrics)}
+    except Exception as error:  # noqa: BLE001 - reported as a failed run
+        outcome = {"ok": False, "error": _error_text(error)}
+    return {**outcome, **_worker_info(started)}
+
+
+def _fmax_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
+              target: str) -> dict:
+    """Place and route one point for one Fmax target (in ``<point_dir>/fmax``)."""
+    started = time.perf_counter()
+    try:
+        point = Path(point_dir)
+        _ensure_sources(point / "verilog", unit, verilog_text, manifest_text)
+        (unit_info,) = find_units(point / "verilog", [unit])
+        result = fmax_run(unit_info, target, point / "fmax")
+        outcome = {"ok": True, "fmax_mhz": result.fmax_mhz, "resources": dict(result.resources),
+                   "wrapper_ff": result.wrapper_flip_flops}
+    except Exception as error:  # noqa: BLE001 - reported as a failed run
+        outcome = {"ok": False, "error": _error_text(error)}
+    return {**outcome, **_worker_info(started)}
+
+
+# --------------------------------------------------------------------------- executors
+
+
+def _outcome(future) -> dict:
+    """The job's dict, or a failed outcome if the job could not run at all (a worker died,
+    a dask worker cannot import this project...)."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001
+        return {"ok": False, "error": _error_text(error)}
+
+
+class LocalExecutor:
+    """Jobs in a local :class:`~concurrent.futures.ProcessPoolExecutor` of `jobs` processes.
+
+    Workers are started with ``forkserver`` (or ``spawn``): forking a process that runs threads
+    (a progress bar, a dask client in a test) is unsafe.
+    """
+
+    def __init__(self, jobs: int = 2):
+        if jobs < 1:
+            raise ValueError(f"jobs={jobs!r} must be at least 1")
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("forkserver" if "forkserver" in methods
+                                              else "spawn")
+        self._pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+        self._pending: dict = {}
+        self.description = f"local process pool ({jobs} job{'s' if jobs > 1 else ''})"
+
+    def submit(self, tag, function: Callable, *args) -> None:
+        self._pending[self._pool.submit(function, *args)] = tag
+
+    def completed(self) -> Iterator[tuple[object, dict]]:
+        """``(tag, outcome)`` as jobs finish, including jobs submitted while iterating."""
+        while self._pending:
+            done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
+            for future in done:
+                yield self._pending.pop(future), _outcome(future)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def _import_distributed():
+    """Import ``distributed`` or raise `SweepInputError` saying how to install it."""
+    try:
+        import distributed
+    except ImportError as error:
+        raise SweepInputError(
+            f"--scheduler needs dask.distributed, which is not installed ({error}); "
+            f"install it with `{DASK_INSTALL_HINT}` or run without --scheduler "
+            "(local process pool)") from None
+    return distributed
+
+
+class DaskExecutor:
+    """Jobs on an existing dask.distributed cluster (``distributed.Client(address)``).
+
+    The client is closed on exit; the cluster keeps running.
+
+    Raises
+    ------
+    SweepInputError
+        If ``distributed`` is not installed, the scheduler cannot be reached, or the workers
+        cannot import this project.
+    """
+
+    def __init__(self, address: str, *, timeout_s: float = 10):
+        distributed = _import_distributed()
+        try:
+            self._client = distributed.Client(address, timeout=f"{timeout_s}s",
+                                              set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise SweepInputError(
+                f"cannot connect to the dask scheduler at {address!r}: {_error_text(error)}"
+            ) from None
+        try:
+            # Stdlib function, so it unpickles on any worker: a clear error now rather than
+            # every job failing with ModuleNotFoundError.
+            self._client.run(importlib.import_module, __name__)
+        except Exception as error:  # noqa: BLE001
+            self._client.close()
+            raise SweepInputError(
+                f"the dask workers at {address!r} cannot import {__name__} "
+                f"({_error_text(error)}); start them with this project's virtual "
+                "environment, where it is installed (pip install -e .)") from None
+        self._as_completed = distributed.as_completed(loop=self._client.loop,
+                                                         raise_errors=False)
+        self._tags: dict = {}
+        self.address = address
+        workers = len(self._client.scheduler_info().get("workers", {}))
+        self.description = f"dask cluster at {address} ({workers} worker(s) now)"
+
+    @property
+    def client(self):
+        return self._client
+
+    def submit(self, tag, function: Callable, *args) -> None:
+        key = f"{function.__name__.strip('_')}-{uuid.uuid4().hex}"
+        future = self._client.submit(function, *args, key=key, pure=False)
+        self._tags[future.key] = tag
+        self._as_completed.add(future)
+
+    def completed(self) -> Iterator[tuple[object, dict]]:
+        """``(tag, outcome)`` as jobs finish, including jobs submitted while iterating."""
+        for future in self._as_completed:
+            tag = self._tags.pop(future.key)
+            outcome = _outcome(future)
+            future.release()
+            yield tag, outcome
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def make_executor(scheduler: str | None, jobs: int = 2) -> LocalExecutor | DaskExecutor:
+    """A `DaskExecutor` on the cluster at `scheduler` if given, else a `LocalExecutor`.
+
+    Raises
+    ------
+    SweepInputError
+        See `DaskExecutor`.
+    """
+    return DaskExecutor(scheduler) if scheduler else LocalExecutor(jobs)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A tqdm bar on standard error, or one line per finished job if tqdm is missing."""
+
+    def __init__(self, total: int, description: str = "sweep", *, enabled: bool = True):
+        self.total, self.done, self._enabled = total, 0, enabled
+        self._bar = None
+        if not enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self._bar = tqdm(total=total, desc=description, unit="job", file=sys.stderr,
+                         dynamic_ncols=True, leave=True)
+
+    def advance(self, message: str) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.set_postfix_str(message, refresh=False)
+            self._bar.update(1)
+        elif self._enabled:
+            print(f"[{self.done}/{self.total}] {message}", file=sys.stderr, flush=True)
+
+    def drop(self, count: int) -> None:
+        """Jobs that will not run after all (failed point, skipped target)."""
+        if count <= 0:
+            return
+        self.total -= count
+        if self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
+
+    def write(self, message: str) -> None:
+        if self._bar is not None:
+            self._bar.write(message, file=sys.stderr)
+        elif self._enabled:
+            print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class PointResult:
+    """Everything measured at one sweep point.
+
+    Attributes
+    ----------
+    value : object
+        The swept parameter's value.
+    params : dict or None
+        Fully resolved parameters (None if generation failed).
+    error : str or None
+        Why the point failed (generation refused the value); None if it was generated.
+    area : dict
+        Area target -> metrics.
+    fmax : dict
+        Fmax target -> ``{"fmax_mhz": float, "resources": dict, "wrapper_ff": int}``.
+    failures : dict
+        ``("area" | "fmax", target)`` -> error message of a failed run.
+    skipped : list
+        ``("area" | "fmax", target)`` pairs excluded by the manifest's ``synth_targets``.
+    workers : set
+        ``(host, pid)`` of the processes that ran this point's jobs.
+    """
+
+    value: object
+    params: dict | None = None
+    error: str | None = None
+    area: dict = field(default_factory=dict)
+    fmax: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+    workers: set = field(default_factory=set)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class SweepResult:
+    plan: SweepPlan
+    points: list[PointResult]
+    executor: str
+    seconds: float
+
+    @property
+    def has_results(self) -> bool:
+        return any(point.area or point.fmax for point in self.points)
+
+    @property
+    def workers(self) -> set:
+        return set().union(*(point.workers for point in self.points))
+
+
+def _allowed(flow: str, target: str, synth_targets) -> bool:
+    if synth_targets is None:
+        return True
+    family = FMAX_TARGETS[target].family if flow == "fmax" else target
+    return family in synth_targets
+
+
+def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> SweepResult:
+    """Run every point of `plan` on `executor` (`LocalExecutor` or `DaskExecutor`)."""
+    started = time.perf_counter()
+    runs_per_point = len(plan.area_targets) + len(plan.fmax_targets)
+    progress = progress or Progress(len(plan.values) * (1 + runs_per_point), enabled=False)
+    points = {value: PointResult(value) for value in plan.values}
+    for value in plan.values:
+        executor.submit(("generate", value, None), _generate_job, plan.unit, plan.config,
+                        plan.point_overrides(value), str(plan.point_dir(value) / "verilog"))
+    label = plan.param
+    for (kind, value, target), outcome in executor.completed():
+        point = points[value]
+        if "pid" in outcome:
+            point.workers.add((outcome["host"], outcome["pid"]))
+        if kind == "generate":
+            if not outcome["ok"]:
+                point.error = outcome["error"]
+                progress.drop(runs_per_point)
+                progress.advance(f"{label}={value}: FAILED")
+                progress.write(f"{label}={value}: point failed: {point.error}")
+                continue
+            point.params = outcome["params"]
+            synth_targets = json.loads(outcome["manifest"]).get("synth_targets")
+            sources = (str(plan.point_dir(value)), plan.unit, outcome["verilog"],
+                       outcome["manifest"])
+            for flow, targets, job in (("area", plan.area_targets, _area_job),
+                                       ("fmax", plan.fmax_targets, _fmax_job)):
+                for run_target in targets:
+                    if _allowed(flow, run_target, synth_targets):
+                        executor.submit((flow, value, run_target), job, *sources, run_target)
+                    else:
+                        point.skipped.append((flow, run_target))
+                        progress.drop(1)
+                        progress.write(f"{label}={value}: skip {flow} {run_target} "
+                                       f"(synth_targets={synth_targets})")
+            progress.advance(f"{label}={value}: generated")
+            continue
+        if not outcome["ok"]:
+            point.failures[kind, target] = outcome["error"]
+            progress.advance(f"{label}={value} {kind} {target}: FAILED")
+            progress.write(f"{label}={value} {kind} {target} failed: {outcome['error']}")
+        elif kind == "area":
+            point.area[target] = outcome["metrics"]
+            progress.advance(f"{label}={value} {target}: {outcome['seconds']:.1f} s")
+        else:
+            point.fmax[target] = {key: outcome[key]
+                                  for key in ("fmax_mhz", "resources", "wrapper_ff")}
+            progress.advance(f"{label}={value} {target} Fmax: {outcome['fmax_mhz']:.1f} MHz "
+                             f"({outcome['seconds']:.1f} s)")
+    return SweepResult(plan, [points[value] for value in plan.values],
+                       getattr(executor, "description", type(executor).__name__),
+                       time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _fmax_metrics(run: dict) -> dict:
+    return {"fmax_mhz": f"{run['fmax_mhz']:.2f}",
+            **{f"pnr_{name}": count for name, count in run["resources"].items()},
+            "pnr_wrapper_ff": run["wrapper_ff"]}
+
+
+def sweep_csv(result: SweepResult) -> str:
+    """Long-format CSV (`CSV_COLUMNS`): one row per point x target x metric; failed points
+    and runs are left out."""
+    plan = result.plan
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for point in result.points:
+        for target in plan.area_targets:
+            for metric, value in point.area.get(target, {}).items():
+                writer.writerow((plan.unit, plan.param, point.value, target, metric, value))
+        for target in plan.fmax_targets:
+            if target in point.fmax:
+                for metric, value in _fmax_metrics(point.fmax[target]).items():
+                    writer.writerow((plan.unit, plan.param, point.value, target, metric, value))
+    return buffer.getvalue()
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    """The first line of an error message, and the tool's first ``ERROR`` line if it quotes
+    one (e.g. nextpnr's "Unable to place cell ..." after "nextpnr exited with code 125")."""
+    lines = text.strip().splitlines() or [""]
+    tool_error = next((line.strip() for line in lines[1:]
+                       if line.lstrip().startswith("ERROR")), None)
+    line = lines[0] + (f" ({tool_error})" if tool_error else "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def sweep_table(result: SweepResult) -> str:
+    """Markdown table: one row per (point, target), area metrics then Fmax; notes after it."""
+    plan = result.plan
+    metric_columns = list(dict.fromkeys(
+        metric for target in plan.area_targets for metric in TARGETS[target].metrics))
+    fmax_column = ["Fmax MHz"] if plan.fmax_targets else []
+    row_targets = list(dict.fromkeys([*plan.area_targets, *plan.fmax_targets]))
+    header = [plan.param, "target", *metric_columns, *fmax_column]
+    rows = ["| " + " | ".join(header) + " |",
+            "|---|---|" + "---:|" * (len(metric_columns) + len(fmax_column))]
+    notes = []
+    for point in result.points:
+        value = str(point.value).replace("|", "\\|")
+        if not point.ok:
+            rows.append(f"| {value} | failed | " + " | ".join(
+                "-" for _ in metric_columns + fmax_column) + " |")
+            notes.append(f"- {plan.param}={value}: {_first_line(point.error)}")
+            continue
+        for target in row_targets:
+            cells = []
+            for metric in metric_columns:
+                has_metric = target in TARGETS and metric in TARGETS[target].metrics
+                cells.append(_cell(point, "area", target, plan.area_targets,
+                                   lambda run, m=metric: str(run.get(m, "-")))
+                             if has_metric else "-")
+            if fmax_column:
+                cells.append(_cell(point, "fmax", target, plan.fmax_targets,
+                                   lambda run: f"{run['fmax_mhz']:.1f}"))
+            rows.append(f"| {value} | {target} | " + " | ".join(cells) + " |")
+        for (flow, target), message in point.failures.items():
+            notes.append(f"- {plan.param}={value} {flow} {target} failed: "
+                         f"{_first_line(message)}")
+        for flow, target in point.skipped:
+            notes.append(f"- {plan.param}={value} {flow} {target}: skipped (the unit's "
+                         "synth_targets exclude it)")
+    return "\n".join(rows + ([""] + notes if notes else []))
+
+
+def _cell(point: PointResult, flow: str, target: str, targets, render) -> str:
+    runs = point.area if flow == "area" else point.fmax
+    if target not in targets:
+        return "-"
+    if target in runs:
+        return render(runs[target])
+    if (flow, target) in point.failures:
+        return "failed"
+    if (flow, target) in point.skipped:
+        return "skipped"
+    return "-"
+
+
+def _plot_title(plan: SweepPlan, *, width: int = 90) -> str:
+    others = format_params(plan.other_params()) or "none"
+    title = (f"{plan.unit}: {plan.param} sweep (config: {plan.config or 'defaults'}); "
+             f"other params: {others}")
+    return textwrap.fill(title, width)
+
+
+def sweep_markdown(result: SweepResult, versions: Sequence[str] = ()) -> str:
+    plan = result.plan
+    header = [f"# Sweep of {plan.unit} over {plan.param}", "",
+              _plot_title(plan, width=10**6) + ".",
+              f"Ran on {result.executor} in {result.seconds:.0f} s"
+              + (f"; {'; '.join(versions)}" if versions else "") + ".", ""]
+    return "\n".join([*header, sweep_table(result)]) + "\n"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plot_sweep(result: SweepResult, path: Path) -> Path | None:
+    """Draw area and Fmax against the swept parameter into the PNG `path`.
+
+    Panels (only those with data): FPGA cells (LUTs solid, flip-flops dashed, per FPGA area
+    target), CMOS transistors, Fmax. Numeric values go on a numeric axis (base-2 logarithmic
+    if they are positive and span a factor of 8 or more), others are categories. Returns
+    `path`, or None (and writes nothing) if there is nothing to plot.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    plan = result.plan
+    values = [point.value for point in result.points if point.ok]
+    numeric = all(_is_number(value) for value in values)
+    positions = ({value: value for value in values} if numeric
+                 else {value: index for index, value in enumerate(values)})
+
+    def series(get):
+        xs, ys = [], []
+        for point in result.points:
+            if point.ok:
+                measured = get(point)
+                xs.append(positions[point.value])
+                ys.append(math.nan if measured is None else measured)
+        return xs, ys
+
+    panels = []  # (y label, [(legend, style, xs, ys)])
+    fpga = [target for target in plan.area_targets if "LUT" in TARGETS[target].metrics]
+    lines = [(f"{target} {metric}", "o-" if metric == "LUT" else "s--",
+              *series(lambda p, t=target, m=metric: p.area.get(t, {}).get(m)))
+             for target in fpga for metric in ("LUT", "FF")]
+    panels.append(("FPGA cells (count)", lines))
+    if "cmos" in plan.area_targets:
+        panels.append(("transistors (count, cmos4 estimate)",
+                       [("cmos", "o-", *series(lambda p: p.area.get("cmos", {})
+                                               .get("transistors")))]))
+    panels.append(("Fmax (MHz)", [
+        (f"{target} (nextpnr)", "o-",
+         *series(lambda p, t=target: p.fmax[t]["fmax_mhz"] if t in p.fmax else None))
+        for target in plan.fmax_targets]))
+    panels = [(label, [line for line in lines if any(not math.isnan(y) for y in line[3])])
+              for label, lines in panels]
+    panels = [(label, lines) for label, lines in panels if lines]
+    if not panels:
+        return None
+
+    figure = Figure(figsize=(7.5, 2.2 + 2.4 * len(panels)), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, lines) in zip(axes, panels):
+        for legend, style, xs, ys in lines:
+            ax.plot(xs, ys, style, label=legend)
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", ncols=2 if len(lines) > 4 else 1)
+    ticks = list(positions.values())
+    if numeric and min(ticks) > 0 and max(ticks) >= 8 * min(ticks):
+        axes[-1].set_xscale("log", base=2)
+    axes[-1].set_xticks(ticks, [str(value) for value in values])
+    axes[-1].minorticks_off()
+    axes[-1].set_xlabel(f"{plan.param} (unit parameter)")
+    figure.suptitle(_plot_title(plan), fontsize="medium")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    return path
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fpga.sweep",
+        description="Sweep one parameter of a unit: area (Yosys) and Fmax (nextpnr) at every "
+                    "value; writes BUILD_DIR/reports/sweep-<unit>-<param>.csv, .md and .png.")
+    parser.add_argument("--unit", required=True, help="unit name (see python -m gen list)")
+    parser.add_argument("--param", required=True, help="parameter to sweep")
+    parser.add_argument("--values", nargs="*", default=[], metavar="V",
+                        help="values of the parameter (parsed like --set)")
+    parser.add_argument("--config", default=None, help="named paper configuration")
+    parser.add_argument("--set", dest="assignments", action="append", default=[],
+                        metavar="K=V", help="other parameter override (repeatable)")
+    parser.add_argument("--target", dest="area_targets", action="extend", nargs="+",
+                        default=None, choices=list(TARGETS), metavar="T",
+                        help=f"area targets (default: {' '.join(DEFAULT_AREA_TARGETS)}; "
+                             f"choices: {', '.join(TARGETS)})")
+    parser.add_argument("--fmax-target", dest="fmax_targets", action="extend", nargs="+",
+                        default=[], choices=list(FMAX_TARGETS), metavar="T",
+                        help=f"Fmax targets (default: none; choices: {', '.join(FMAX_TARGETS)})")
+    parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N",
+                        help="parallel jobs of the local process pool (default: 2)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the jobs on the dask.distributed scheduler at ADDRESS "
+                             f"(e.g. tcp://host:8786; needs `{DASK_INSTALL_HINT}`)")
+    parser.add_argument("--build-dir", type=Path, default=Path("build"),
+                        help="build directory (default: build)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar or per-job lines on standard error")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fpga.sweep``; see the module documentation for the exit status."""
+    arguments = _parser().parse_args(argv)
+    try:
+        plan = make_plan(arguments.unit, arguments.param, arguments.values,
+                         config=arguments.config, assignments=arguments.assignments,
+                         area_targets=arguments.area_targets,
+                         fmax_targets=arguments.fmax_targets, build_dir=arguments.build_dir)
+        executor = make_executor(arguments.scheduler, arguments.jobs)
+    except SweepInputError as error:
+        _report(f"fpga.sweep: {error}")
+        return EXIT_BAD_INPUT
+
+    with executor:
+        versions = []
+        if isinstance(executor, LocalExecutor):
+            # Compile the WebAssembly modules once, before parallel jobs would each do it.
+            try:
+                versions = (tool_versions(plan.fmax_targets) if plan.fmax_targets
+                            else [yosys_version()])
+            except (SynthError, FmaxError) as error:
+                _report(f"fpga.sweep: {error}")
+                return EXIT_ALL_FAILED
+        if not arguments.no_progress:
+            _report(f"fpga.sweep: {plan.unit} {plan.param} in {list(plan.values)} on "
+                    f"{executor.description}")
+        runs = len(plan.area_targets) + len(plan.fmax_targets)
+        progress = Progress(len(plan.values) * (1 + runs), f"{plan.unit} {plan.param}",
+                            enabled=not arguments.no_progress)
+        try:
+            result = run_sweep(plan, executor, progress)
+        finally:
+            progress.close()
+
+    for point in result.points:
+        for (flow, target), message in point.failures.items():
+            _report(f"\n=== {plan.param}={point.value} {flow} {target} failed ===\n{message}")
+    markdown = sweep_markdown(result, versions)
+    png_path = plan.reports_dir / f"{plan.name}.png"
+    if not result.has_results:
+        for stale in (png_path, plan.reports_dir / f"{plan.name}.csv",
+                      plan.reports_dir / f"{plan.name}.md"):
+            stale.unlink(missing_ok=True)
+        print(sweep_table(result))
+        _report("fpga.sweep: no point gave a result; no report written")
+        return EXIT_ALL_FAILED
+    markdown_path, csv_path = write_reports(plan.reports_dir, markdown, sweep_csv(result),
+                                            plan.name)
+    written = [csv_path, markdown_path.name]
+    if plot_sweep(result, png_path) is None:
+        png_path.unlink(missing_ok=True)
+    else:
+        written.append(png_path.name)
+    print(sweep_table(result))
+    failed = sum(not point.ok for point in result.points) + sum(
+        len(point.failures) for point in result.points)
+    _report(f"fpga.sweep: wrote {', '.join(map(str, written))} ({result.seconds:.0f} s" + (f"; {failed} failure(s)" if failed else "") + ")")
+    return EXIT_OK
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    # Run the importable module, so that jobs pickle as fpga.sweep.<function> (and not
+    # __main__.<function>, which dask workers and spawned pool workers cannot import).
+    from fpga.sweep import main as _main
+
+    sys.exit(_main())

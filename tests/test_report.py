@@ -1,0 +1,210 @@
+"""`make report` (fpga.report): rows, baselines, capacity fallback, rendering, README section."""
+
+import csv
+import io
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fpga import report
+from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult
+from fpga.report import (
+    FMAX_COLUMNS,
+    README_BEGIN,
+    README_END,
+    REPORT_ROWS,
+    ReportRow,
+    baseline_row,
+    capacity_shortfall,
+    render_csv,
+    render_markdown,
+    render_readme_section,
+    replace_readme_section,
+    report_rows,
+)
+from gen.registry import UNITS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def work_dir():
+    # Under the project: the YoWASP tools cannot see /tmp.
+    path = ROOT / "build" / "test-report" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_every_row_is_a_registered_paper_configuration():
+    for row in REPORT_ROWS:
+        assert row.config in UNITS[row.unit].configs, row
+    labels = [row.label for row in report_rows()]
+    assert len(labels) == len(set(labels))
+    # Every registered unit is reported, directly or as a baseline.
+    assert {row.unit for row in report_rows()} == set(UNITS)
+
+
+@pytest.mark.parametrize("row", [r for r in REPORT_ROWS if UNITS[r.unit].baseline],
+                         ids=lambda r: r.label)
+def test_baseline_shares_every_common_parameter(row):
+    base = baseline_row(row)
+    assert base.unit == UNITS[row.unit].baseline and base.baseline_of == row.label
+    mine, theirs = row.params, base.params
+    shared = set(mine) & set(theirs)
+    assert all(mine[key] == theirs[key] for key in shared)
+    # The baseline's other parameters stay at its defaults.
+    defaults = UNITS[base.unit].defaults
+    assert all(theirs[key] == defaults[key] for key in set(theirs) - shared)
+
+
+def test_baselines_follow_their_unit_once():
+    rows = report_rows(["accllm_dsp_mul"])
+    labels = [row.label for row in rows]
+    assert labels[0] == "accllm_dsp_mul@accllm-w4-xilinx"
+    assert labels[1] == "accllm_plain_mul"                 # w4, 8-bit signed X: its defaults
+    assert "accllm_plain_mul@mode=w2" in labels
+    assert "accllm_plain_mul@x_bits=7" in labels           # the iCE40 packing's 7-bit X
+    assert labels.count("accllm_plain_mul") == 1           # w4 xilinx and ecp5 share it
+    with pytest.raises(ValueError, match="not in the report: nope"):
+        report_rows(["nope"])
+
+
+ICE40_LOG = """Info: Device utilisation:
+Info: 	         ICESTORM_LC:   26104/   5280   494%
+Info: 	        ICESTORM_RAM:       0/     30     0%
+Info: 	        ICESTORM_DSP:       9/      8   112%
+ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'ICESTORM_LC'
+"""
+
+
+def test_capacity_shortfall_names_what_is_lacking():
+    assert capacity_shortfall(ICE40_LOG) == "26104/5280 ICESTORM_LC, 9/8 ICESTORM_DSP"
+    assert capacity_shortfall("ERROR: Unable to place cell 'y', no BELs remaining to "
+                              "implement cell type 'MULT18X18D'") == "not enough MULT18X18D"
+    assert capacity_shortfall("ERROR: Unable to find legal placement for all cells, design "
+                              "is probably at utilisation limit.") == "at the utilisation limit"
+    assert capacity_shortfall("Info: TRELLIS_COMB: 10/24288 0%\nERROR: timing") is None
+
+
+def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypatch, work_dir):
+    unit = report.Unit("big", "big", {}, work_dir / "big.v")
+    calls, netlists = [], []
+
+    def fake_run(unit, target, workdir, netlist=None, **_):
+        calls.append(target)
+        netlists.append(netlist)
+        run_dir = Path(workdir) / f"{unit.name}-{target}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if target == "ecp5":
+            (run_dir / "nextpnr.log").write_text(
+                "Info: 	        TRELLIS_COMB:   29905/  24288   123%\n")
+            raise FmaxError("nextpnr exited with code 125")
+        return FmaxResult(unit.name, target, 55.5, {"LUT": 29905}, 7, 1.0, run_dir)
+
+    monkeypatch.setattr(report, "fmax_run", fake_run)
+    outcome = report._fmax_job(unit, "ecp5", work_dir)
+    assert calls == ["ecp5", "ecp5-85k"]
+    # The 85F places the 25F run's netlist (same Yosys script) instead of synthesizing again.
+    assert netlists == [None, work_dir / "big-ecp5" / "net.json"]
+    assert outcome["target"] == "ecp5-85k" and outcome["fmax_mhz"] == 55.5
+    assert outcome["too_small"] == [{"target": "ecp5", "shortfall": "29905/24288 TRELLIS_COMB"}]
+
+    # A failure that is not about room is reported, not retried elsewhere.
+    calls.clear()
+
+    def broken_run(unit, target, workdir, **_):
+        calls.append(target)
+        raise FmaxError("yosys exited with code 1\nlast lines ...")
+
+    monkeypatch.setattr(report, "fmax_run", broken_run)
+    assert report._fmax_job(unit, "ecp5", work_dir / "again") == {
+        "failed": "yosys exited with code 1"}
+    assert calls == ["ecp5"]
+    # The iCE40 column has no larger device to move to.
+    assert FMAX_COLUMNS["ice40"] == ("ice40",) and "ecp5-85k" in FMAX_TARGETS
+
+
+def _row(label, unit, lut, transistors, fmax, baseline=None, baseline_of=None, **extra):
+    return {
+        "label": label, "unit": unit, "config": None, "params": "", "baseline": baseline,
+        "baseline_of": baseline_of, "ops_per_cycle": None,
+        "area": {"ice40": {"metrics": {"LUT": lut, "FF": 10, "DSP": 0, "BRAM": 0}},
+                 "cmos": {"metrics": {"transistors": transistors}}},
+        "fmax": {"ice40": {"fmax_mhz": fmax, "target": "ice40", "resources": {"LC": lut}},
+                 **extra},
+    }
+
+
+def test_rendering_ratios_and_cells():
+    data = {"tools": ["Yosys X"], "failures": [], "rows": [
+        _row("u", "u", 50, 3000, 100.0, baseline="b",
+             ecp5={"fmax_mhz": 40.0, "target": "ecp5-85k", "resources": {}}),
+        _row("b", "b", 200, 1000, 80.0, baseline_of="u",
+             ecp5={"does_not_fit": [{"target": "ecp5", "shortfall": "9/8 DSP"},
+                                    {"target": "ecp5-85k", "shortfall": "99/28 DSP"}]}),
+    ]}
+    markdown = render_markdown(data)
+    assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 | 100.0 | 40.0 (85F) |" in markdown
+    assert "| `b` (baseline) | 200 / 10 / 0 / 0 | n/a | n/a | 1,000 | 80.0 | " \
+           "does not fit (99/28 DSP) |" in markdown
+    # LUT 50/200, transistors 3000/1000, Fmax 100/80; figures one side lacks are n/a.
+    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a |" in markdown
+    rows = list(csv.DictReader(io.StringIO(render_csv(data))))
+    assert {"row": "u", "unit": "u", "config": "", "params": "", "target": "ecp5-85k",
+            "metric": "fmax_mhz", "value": "40.0"} in rows
+    assert not any(r["row"] == "b" and r["target"].startswith("ecp5") for r in rows)
+
+
+def test_readme_section_is_replaced_in_place_and_idempotent():
+    data = {"tools": ["T"], "failures": [], "rows": [_row("u", "u", 1, 2, 3.0)]}
+    section = render_readme_section(data, ["docs/results/p.png"])
+    assert section.startswith(README_BEGIN) and section.rstrip().endswith(README_END)
+    assert "![p](docs/results/p.png)" in section
+    readme = f"# t\n\nintro\n\n{README_BEGIN}\nold\n{README_END}\n\n## After\n"
+    once = replace_readme_section(readme, section)
+    assert once == f"# t\n\nintro\n\n{section}\n## After\n"
+    assert replace_readme_section(once, section) == once
+    assert replace_readme_section("# t\n", section) == "# t\n\n" + section
+
+
+def test_readme_results_are_generated_from_the_published_report():
+    """Every number in the README's Results section comes from `make results`."""
+    published = ROOT / "docs" / "results" / "report.json"
+    data = json.loads(published.read_text())
+    readme = (ROOT / "README.md").read_text()
+    begin, end = readme.index(README_BEGIN), readme.index(README_END) + len(README_END)
+    assert readme[begin:end] + "\n" == render_readme_section(data, data.get("plots", []))
+    for plot in data.get("plots", []):
+        assert (ROOT / plot).is_file(), plot
+    # The published report covers every report row and baseline.
+    assert [row["label"] for row in data["rows"]] == [row.label for row in report_rows()]
+
+
+@pytest.mark.synth
+def test_a_small_row_end_to_end(work_dir):
+    """One real run: a 2-lane Concat array on every area target and both Fmax columns."""
+    lanes, a_bits, b_bits = 2, 4, 4
+    row = ReportRow("kllm_concat", None, (("lanes", lanes),))
+    data = report.run_report([row], work_dir, jobs=2)
+    assert data["failures"] == []
+    (result,) = data["rows"]
+    # Registered outputs: lanes x (a_bits + b_bits) payload bits plus the valid bit.
+    flip_flops = lanes * (a_bits + b_bits) + 1
+    for target in ("ice40", "ecp5", "xilinx"):
+        assert result["area"][target]["metrics"]["FF"] == flip_flops
+    assert result["area"]["cmos"]["metrics"]["transistors"] > 16 * flip_flops
+    for column in FMAX_COLUMNS:
+        assert result["fmax"][column]["target"] == column
+        assert result["fmax"][column]["fmax_mhz"] > 10
+    assert "| `kllm_concat` (lanes=2) | " in render_markdown(data)
+
+
+def test_command_line_errors(tmp_path, capsys):
+    assert report.main(["--unit", "nope", "--build-dir", str(tmp_path)]) == 2
+    assert "not in the report" in capsys.readouterr().err
+    assert report.main(["--publish", str(tmp_path / "pub"), "--build-dir", str(tmp_path)]) == 2
+    assert "run `make report`" in capsys.readouterr().err
