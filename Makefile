@@ -81,6 +81,22 @@ report: $(STAMP)
 paper: $(STAMP)
 	$(PY) -m golden.paper
 
+# make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
+#                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
+# then `python -m verif.host --port /dev/ttyUSB1 --unit ... --count N` streams vectors to it.
+BOARD ?= icebreaker
+BAUD  ?= 115200
+bitstream: $(STAMP)
+	$(PY) -m fpga.bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
+
+# The README's Results section and docs/results/: the report, the Orizuru sweep plot.
+RESULTS_SWEEP := --unit orizuru --param n --values 4 8 16 32 --target ice40 ecp5 cmos \
+                 --fmax-target ice40 ecp5
+results: report
+	$(PY) -m fpga.sweep $(RESULTS_SWEEP)
+	$(PY) -m fpga.report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
+	    --readme README.md
+
 # make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
 #            [TARGET="ice40 cmos"] [FMAX=1 | FMAX_TARGET="ice40"] [SCHEDULER=tcp://host:8786]
 # Area (and Fmax) against one parameter: build/reports/sweep-<unit>-<param>.csv, .md, .png.

@@ -69,6 +69,7 @@ __all__ = [
     "FMAX_TARGETS",
     "FmaxError",
     "FmaxResult",
+    "FmaxTimeout",
     "FmaxTarget",
     "WrapperPorts",
     "fmax_run",
@@ -95,6 +96,10 @@ LOG_TAIL_LINES = 25
 
 class FmaxError(RuntimeError):
     """A run failed, or its report is missing or has no Fmax; quotes the log tail."""
+
+
+class FmaxTimeout(FmaxError):
+    """Yosys or nextpnr did not finish within the run's time limit."""
 
 
 @dataclass(frozen=True)
@@ -478,7 +483,7 @@ def _run(command: list[str], cwd: Path, tool: str, log: Path,
         completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
                                    timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as timeout:
-        raise FmaxError(f"{tool} timed out after {timeout_s} s{_log_tail(log)}") from timeout
+        raise FmaxTimeout(f"{tool} timed out after {timeout_s} s{_log_tail(log)}") from timeout
     if completed.returncode != 0:
         stderr_tail = "\n".join(completed.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
         raise FmaxError(f"{tool} exited with code {completed.returncode}{_log_tail(log)}"

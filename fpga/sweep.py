@@ -49,7 +49,6 @@ import sys
 import textwrap
 import time
 import uuid
-import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,22 +226,16 @@ def _error_text(error: BaseException) -> str:
 
 def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: str) -> dict:
     """Generate one point's Verilog; return its text, manifest and resolved parameters."""
-    from amaranth.hdl import UnusedElaboratable
-
     from gen.verilog import generate
 
     started = time.perf_counter()
-    # A constructor that refuses a value leaves a half-built component, which Amaranth would
-    # report as "created but never used" when the exception (and so the object) is freed.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        try:
-            verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
-            manifest_text = verilog.with_suffix(".json").read_text()
-            outcome = {"ok": True, "verilog": verilog.read_text(), "manifest": manifest_text,
-                       "params": json.loads(manifest_text)["params"]}
-        except Exception as error:  # noqa: BLE001 - a unit refusing a value: failed point
-            outcome = {"ok": False, "error": _error_text(error)}
+    try:
+        verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
+        manifest_text = verilog.with_suffix(".json").read_text()
+        outcome = {"ok": True, "verilog": verilog.read_text(), "manifest": manifest_text,
+                   "params": json.loads(manifest_text)["params"]}
+    except Exception as error:  # noqa: BLE001 - a unit refusing a value: failed point
+        outcome = {"ok": False, "error": _error_text(error)}
     return {**outcome, **_worker_info(started)}
 
 

@@ -1,3 +1,6 @@
+# amaranth: UnusedElaboratable=no
+# (Components built here are handed to a converter, a bench or a board build; one a constructor
+# refused half-way, or one built only for its signature, is not a forgotten submodule.)
 """Registry of units: name -> component factory, default parameters, paper configurations."""
 
 from dataclasses import dataclass, field

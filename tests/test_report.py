@@ -124,6 +124,16 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
     assert report._fmax_job(unit, "ecp5", work_dir / "again") == {
         "failed": "yosys exited with code 1"}
     assert calls == ["ecp5"]
+    # A step over the time limit is reported as such, not as a failed run.
+    def slow_run(unit, target, workdir, **_):
+        raise report.FmaxTimeout("nextpnr timed out after 5 s")
+
+    monkeypatch.setattr(report, "fmax_run", slow_run)
+    outcome = report._fmax_job(unit, "ice40", work_dir / "slow", timeout_s=5)
+    assert outcome == {"timed_out": "iCE40 UltraPlus UP5K (sg48): a step took over 5 s",
+                       "too_small": []}
+    assert report._fmax_cell({"fmax": {"ice40": outcome}}, "ice40").startswith(
+        "not placed in time")
     # The iCE40 column has no larger device to move to.
     assert FMAX_COLUMNS["ice40"] == ("ice40",) and "ecp5-85k" in FMAX_TARGETS
 

@@ -1,0 +1,465 @@
+# amaranth: UnusedElaboratable=no
+"""The UART bridge (fpga/bitstream.py) and the host script (verif/host.py).
+
+The host's Python API runs unchanged against a simulated board: :class:`SimulatedPort` is a
+transport (``write``/``read``) whose other end is Amaranth's simulator running
+:class:`UartBridge` around a unit, with the serial lines modelled bit by bit here (random
+pauses between the host's bytes). Every output beat is checked against the golden model by the
+host itself; mutants (a unit with a stuck bit, one that loses beats, a wrong golden model)
+show that the check catches them. ``synth`` tests build real bitstreams with the YoWASP tools.
+"""
+
+import time
+from collections import deque
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from fpga import bitstream
+from verif import host
+from fpga.bitstream import (
+    BridgeLayout,
+    UartBridge,
+    bridge_identity,
+    divisor_for,
+    unit_bridge,
+)
+from verif.host import GOLDEN, BridgeClient, GoldenModel, HostError, run_unit
+from gen.registry import resolve_params
+from hdl.kllm_concat import KllmConcat
+
+DIVISOR = 4
+BREAK = object()
+
+
+class SimulatedPort:
+    """A serial port whose far end is ``bridge`` in Amaranth's simulator.
+
+    ``write`` queues bytes that a testbench plays on ``bridge.rx`` (8N1, ``divisor`` cycles a
+    bit) with random idle time before some of them; another testbench decodes ``bridge.tx``
+    (sampling mid-bit, checking start and stop bits). ``read(n)`` advances the simulation until
+    ``n`` bytes arrived or the line has been quiet in both directions for ``timeout_bytes``
+    frame times, like a serial port's read timeout.
+    """
+
+    def __init__(self, bridge, *, seed=0, pause_probability=0.25, timeout_bytes=60):
+        self.bridge = bridge
+        self.divisor = bridge.divisor
+        self.rng = np.random.default_rng(seed)
+        self.pause_probability = pause_probability
+        self.timeout_cycles = timeout_bytes * 10 * self.divisor
+        self.to_board, self.from_board = deque(), deque()
+        self.cycles = 0
+        self.last_activity = 0
+        self.sending = False
+        self.line_errors = []
+        self.sim = Simulator(bridge)
+        self.sim.add_clock(1e-6)
+        for bench in (self._clock, self._drive_rx, self._listen_tx):
+            self.sim.add_testbench(bench, background=True)
+
+    async def _clock(self, ctx):
+        async for _ in ctx.tick():
+            self.cycles += 1
+
+    async def _drive_rx(self, ctx):
+        rx, divisor = self.bridge.rx, self.divisor
+        ctx.set(rx, 1)
+        while True:
+            if not self.to_board:
+                self.sending = False
+                await ctx.tick()
+                continue
+            self.sending = True
+            byte = self.to_board.popleft()
+            if byte is BREAK:
+                ctx.set(rx, 0)
+                await ctx.tick().repeat(20 * divisor)
+                ctx.set(rx, 1)
+                await ctx.tick().repeat(2 * divisor)
+                continue
+            if self.rng.random() < self.pause_probability:    # the host pauses
+                await ctx.tick().repeat(int(self.rng.integers(1, 30 * divisor)))
+            for bit in [0] + [(byte >> k) & 1 for k in range(8)] + [1]:
+                ctx.set(rx, bit)
+                await ctx.tick().repeat(divisor)
+            self.last_activity = self.cycles
+
+    async def _listen_tx(self, ctx):
+        tx, divisor = self.bridge.tx, self.divisor
+        while True:
+            await ctx.tick()
+            if ctx.get(tx) != 0:
+                continue
+            await ctx.tick().repeat(divisor // 2)
+            if ctx.get(tx) != 0:
+                self.line_errors.append(f"start bit glitch at cycle {self.cycles}")
+                continue
+            byte = 0
+            for k in range(8):
+                await ctx.tick().repeat(divisor)
+                byte |= ctx.get(tx) << k
+            await ctx.tick().repeat(divisor)
+            if ctx.get(tx) != 1:
+                self.line_errors.append(f"stop bit 0 at cycle {self.cycles}")
+            self.from_board.append(byte)
+            self.last_activity = self.cycles
+
+    def send_break(self, duration):
+        """Hold ``rx`` low for two frame times (``duration`` is ignored)."""
+        self.to_board.append(BREAK)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def write(self, data):
+        self.to_board.extend(bytes(data))
+        return len(data)
+
+    def read(self, n):
+        out = bytearray()
+        self.last_activity = max(self.last_activity, self.cycles)
+        while len(out) < n:
+            if self.from_board:
+                out.append(self.from_board.popleft())
+                continue
+            if self.sending or self.to_board:
+                self.last_activity = self.cycles
+            elif self.cycles - self.last_activity > self.timeout_cycles:
+                break
+            self.sim.advance()
+        return bytes(out)
+
+
+def simulated(unit, params=None, *, seed=0, rx_fifo_depth=None, **port_options):
+    bridge, _ = unit_bridge(unit, overrides=params, divisor=DIVISOR,
+                            rx_fifo_depth=rx_fifo_depth)
+    return SimulatedPort(bridge, seed=seed, **port_options)
+
+
+# --------------------------------------------------------------------------- host vs simulation
+
+
+@pytest.mark.parametrize("unit, params, count, fifo", [
+    # Output frames (3 bytes + 1 acknowledgement) outweigh input frames (3 bytes): the
+    # transmitter limits, the unit stalls, and an 8-byte receive buffer makes the host wait.
+    ("kllm_concat", {"lanes": 2}, 150, 8),
+    ("accllm_sparse_selector", {}, 120, None),
+    # Many input beats per output burst (a 4-bin histogram per reduction).
+    ("kllm_idx_counter", {"n_inputs": 3, "idx_bits": 2, "max_len": 12}, 100, None),
+])
+def test_host_against_simulated_board(unit, params, count, fifo):
+    port = simulated(unit, params, seed=count, rx_fifo_depth=fifo)
+    started = time.perf_counter()
+    result = run_unit(port, unit, params, count=count, seed=5)
+    seconds = time.perf_counter() - started
+    assert result.ok, result.report()
+    assert result.expected is not None
+    assert result.sent == {"i": count}
+    got = next(iter(result.outputs["o"].values()))
+    want = next(iter(result.expected["o"].values()))
+    assert len(got) == len(want) > 0
+    assert result.status == {"framing_error": 0, "rx_overrun": 0, "unknown_command": 0}
+    assert port.line_errors == []
+    print(f"{unit}: {count} beats, {port.cycles} cycles, {seconds:.1f} s")
+
+
+def test_host_command_line_with_an_inputs_file(tmp_path, monkeypatch, capsys):
+    """``python -m verif.host --inputs ... --save ...`` with the port replaced by a simulation."""
+    params = {"lanes": 1, "a_bits": 2, "b_bits": 3}
+    port = simulated("kllm_concat", params, seed=1)
+    monkeypatch.setattr(host, "open_serial", lambda *args: port)
+    np.savez(tmp_path / "in.npz", **{"i.a": [[0], [3], [1], [2]], "i.b": [[7], [0], [5], [2]]})
+    code = host.main(["--port", "sim", "--unit", "kllm_concat", "--set", "lanes=1",
+                      "--set", "a_bits=2", "--set", "b_bits=3",
+                      "--inputs", str(tmp_path / "in.npz"), "--save", str(tmp_path / "out.npz")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "received beats: o 4" in out and "every output beat matches" in out
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["o.y"][:, 0].tolist() == [7, 24, 13, 18]
+
+
+def test_send_order():
+    layout, _ = host.unit_layout("oaken_dequantizer")
+    words = {0: [10, 11], 1: [20, 21, 22], 2: [30]}
+    assert host._send_order(layout, words) == [(0, 10), (1, 20), (2, 30), (0, 11), (1, 21),
+                                               (1, 22)]
+    order = ["hdr", "dense", "dense", "coo", "dense", "hdr"]
+    assert host._send_order(layout, words, order) == [(0, 10), (1, 20), (1, 21), (2, 30),
+                                                      (1, 22), (0, 11)]
+    with pytest.raises(ValueError, match=r"order leaves beats of \['hdr'\] unsent"):
+        host._send_order(layout, words, order[:-1])
+    with pytest.raises(ValueError, match="more beats of 'coo' than the 1 given"):
+        host._send_order(layout, words, order + ["coo"])
+
+
+# --------------------------------------------------------------------------- mutants
+
+
+class StuckBitConcat(wiring.Component):
+    """Mutant: KllmConcat with bit 0 of lane 0 stuck at 1."""
+
+    def __init__(self, **params):
+        self.inner = KllmConcat(**params)
+        super().__init__(self.inner.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        wiring.connect(m, wiring.flipped(self.i), inner.i)
+        m.d.comb += [
+            self.o.valid.eq(inner.o.valid),
+            inner.o.ready.eq(self.o.ready),
+            self.o.payload.eq(inner.o.payload.as_value() | 1),
+        ]
+        return m
+
+
+class LossyConcat(StuckBitConcat):
+    """Mutant: KllmConcat that silently drops every fifth output beat."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        count = Signal(range(5))
+        drop = count == 4
+        wiring.connect(m, wiring.flipped(self.i), inner.i)
+        m.d.comb += [
+            self.o.valid.eq(inner.o.valid & ~drop),
+            inner.o.ready.eq(self.o.ready | drop),
+            self.o.payload.eq(inner.o.payload),
+        ]
+        with m.If(inner.o.valid & inner.o.ready):
+            m.d.sync += count.eq(Mux(drop, 0, count + 1))
+        return m
+
+
+def mutant_port(mutant_class, params):
+    spec, resolved = resolve_params("kllm_concat", None, params)
+    mutant = mutant_class(**resolved)
+    identity = bridge_identity(BridgeLayout.from_component(mutant), "kllm_concat", resolved)
+    return SimulatedPort(UartBridge(mutant, DIVISOR, identity=identity), seed=2)
+
+
+def test_host_flags_a_stuck_bit_mutant(monkeypatch, capsys):
+    params = {"lanes": 2}
+    result = run_unit(mutant_port(StuckBitConcat, params), "kllm_concat", params, count=40,
+                      seed=3)
+    assert not result.ok
+    b0 = np.asarray(result.expected["o"]["y"])[:, 0] & 1
+    assert len(result.mismatches) == int(np.sum(b0 == 0)) > 0
+    assert all(line.startswith("o.y beat") for line in result.mismatches)
+    # The command line prints them and exits 1.
+    monkeypatch.setattr(host, "open_serial", lambda *args: mutant_port(StuckBitConcat, params))
+    assert host.main(["--port", "sim", "--unit", "kllm_concat", "--set", "lanes=2",
+                      "--count", "12"]) == 1
+    out = capsys.readouterr().out
+    assert "mismatches:" in out and "o.y beat" in out
+
+
+def test_host_flags_lost_beats():
+    params = {"lanes": 2}
+    result = run_unit(mutant_port(LossyConcat, params), "kllm_concat", params, count=20,
+                      seed=4)
+    assert not result.ok
+    assert "o: 16 beats received, 20 expected" in result.mismatches
+    assert any("missing" in error for error in result.errors)
+
+
+def test_host_flags_a_wrong_golden_model():
+    params = {"lanes": 2}
+    right = GOLDEN["kllm_concat"]
+
+    def wrong_expected(p, inputs):
+        y = right.expected(p, inputs)["o"]["y"]
+        return {"o": {"y": y ^ (y == 0x35)}}       # off by one where y is 0x35
+
+    stimulus = GoldenModel(lambda rng, p, n: {"i": {
+        "a": np.vstack([[[3, 3]], rng.integers(0, 16, (n - 1, 2))]),
+        "b": np.vstack([[[5, 5]], rng.integers(0, 16, (n - 1, 2))])}}, wrong_expected)
+    result = run_unit(simulated("kllm_concat", params), "kllm_concat", params, count=10,
+                      golden=stimulus)
+    assert not result.ok
+    assert result.mismatches[0] == "o.y beat 0: got [53, 53], expected [52, 52]"
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def test_identity_mismatch_is_refused():
+    port = simulated("kllm_concat", {"lanes": 2})
+    with pytest.raises(HostError, match="the board runs another design"):
+        run_unit(port, "kllm_concat", {"lanes": 2, "a_bits": 3}, count=2)
+
+
+def test_identify_unknown_command_status_and_reset():
+    port = simulated("kllm_concat", {"lanes": 2}, pause_probability=0, rx_fifo_depth=32)
+    layout = port.bridge.layout
+    client = BridgeClient(port, layout)
+    client.connect(port.bridge.identity)
+    assert client.identity == (port.bridge.identity, 32) and client.window == 32
+    port.write(bytes([0x55]))                                   # not a command
+    assert port.read(1) == bytes([bitstream.HDR_UNKNOWN])
+    assert client.decode_status(client.read_status())["unknown_command"] == 1
+    # A beat in, its output out, then reset: the flags are clear again.
+    client.send_beats([(0, 0x4321)])
+    client.wait_outputs({0: 1})
+    # a = (1, 2) and b = (3, 4) by lane, lane 0 lowest: y = (a << 4 | b) = (0x13, 0x24).
+    assert client.outputs[0] == [0x2413]
+    client.connect(port.bridge.identity)
+    assert client.decode_status(client.read_status()) == {
+        "framing_error": 0, "rx_overrun": 0, "unknown_command": 0}
+
+
+def test_break_unblocks_a_bridge_whose_unit_never_takes_its_beat():
+    """A unit that never takes its input (e.g. waiting for another stream) blocks every later
+    command; connect()'s break resets the bridge anyway."""
+    class Stuck(KllmConcat):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.comb += self.i.ready.eq(0)
+            return m
+
+    port = SimulatedPort(UartBridge(Stuck(lanes=1), DIVISOR), seed=3, timeout_bytes=20)
+    client = BridgeClient(port, port.bridge.layout)
+    client.connect()
+    client.send_beats([(0, 0x12)])
+    with pytest.raises(HostError, match="timeout waiting for the status reply"):
+        client.read_status()
+    client.connect()
+    assert client.decode_status(client.read_status())["unknown_command"] == 0
+    # Without the break, the reset command waits behind the blocked beat and the status.
+    client.send_beats([(0, 0x12)])
+    port.write(bytes([bitstream.CMD_RESET]))
+    assert port.read(1) == b""
+
+
+def test_layout_and_status_of_a_unit_with_plain_signals():
+    layout, _ = host.unit_layout("oaken_dequantizer")
+    assert [s.name for s in layout.inputs] == ["hdr", "dense", "coo"]
+    assert [s.name for s in layout.outputs] == ["o"]
+    assert layout.signals == (("coo_error", 1),)
+    assert layout.status_bytes == 2
+    assert layout.reply_length(0xFF) == 2 and layout.reply_length(0x80) == 32
+    assert layout.reply_length(0x81) is None
+    client = BridgeClient(None, layout)
+    assert client.decode_status(0x1_05) == {"framing_error": 1, "rx_overrun": 0,
+                                            "unknown_command": 1, "coo_error": 1}
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def test_bridge_parameter_errors():
+    unit = KllmConcat(lanes=4)                   # 4-byte input frames + header: 5 bytes
+    with pytest.raises(ValueError, match=r"divisor must be in range 4\.\., not 3"):
+        UartBridge(unit, 3)
+    with pytest.raises(ValueError, match=r"rx_fifo_depth must be in range 5\.\.65535, not 4"):
+        UartBridge(unit, 4, rx_fifo_depth=4)
+    with pytest.raises(TypeError, match="rx_fifo_depth must be an integer"):
+        UartBridge(unit, 4, rx_fifo_depth=8.0)
+    assert UartBridge(unit, 4).rx_fifo_depth == 512
+    assert UartBridge(KllmConcat(lanes=1024), 4).rx_fifo_depth == 2048
+
+
+def test_divisor_for_baud():
+    assert divisor_for(12e6, 115_200) == 104
+    assert divisor_for(25e6, 115_200) == 217
+    with pytest.raises(ValueError, match="baud must be at most 3000000"):
+        divisor_for(12e6, 4_000_000)
+    with pytest.raises(ValueError, match=r"baud 2600000 is -7\.7% off with divisor 5"):
+        divisor_for(12e6, 2_600_000)
+
+
+def test_bitstream_command_line_errors(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bitstream.main(["--board", "nexys", "--unit", "kllm_concat"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'nexys'" in capsys.readouterr().err
+    assert bitstream.main(["--board", "icebreaker", "--unit", "nope"]) == 2
+    assert "unknown unit 'nope'" in capsys.readouterr().err
+    assert bitstream.main(["--board", "icebreaker", "--unit", "kllm_concat",
+                           "--set", "lanes=0"]) == 2
+    assert "lanes must be in range 1..4096, not 0" in capsys.readouterr().err
+    assert bitstream.main(["--board", "icebreaker", "--unit", "kllm_concat",
+                           "--baud", "9000000"]) == 2
+    assert "baud must be at most 3000000" in capsys.readouterr().err
+
+
+def test_host_command_line_errors(capsys):
+    assert host.main(["--port", "/nonexistent/tty", "--unit", "nope"]) == 2
+    assert "unknown unit 'nope'" in capsys.readouterr().err
+    assert host.main(["--port", "/nonexistent/tty", "--unit", "kllm_concat"]) == 2
+    assert "error:" in capsys.readouterr().err       # no pyserial, or no such port
+
+
+def test_does_not_fit_message_quotes_nextpnr(tmp_path):
+    board = bitstream.BOARDS["icebreaker"]
+    (tmp_path / "big.json").write_text("{}")
+    (tmp_path / "big.tim").write_text(
+        "Info: Device utilisation:\n"
+        "Info: \t         ICESTORM_LC:    9596/   5280   181%\n"
+        "Info: \t        ICESTORM_RAM:       1/     30     3%\n"
+        "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
+        "'ICESTORM_LC'\n")
+
+    class Completed:
+        returncode, stderr = 1, ""
+
+    message = bitstream._failure_message(board, "big", tmp_path, Completed())
+    assert message.startswith("big does not fit the icebreaker board's FPGA (needs "
+                              "ICESTORM_LC 9596/5280 (182%)); nextpnr says:")
+    assert "no BELs remaining to implement cell type 'ICESTORM_LC'" in message
+    # Timing: nextpnr still writes the placed design, and the log says why it failed.
+    (tmp_path / "big.tim").write_text(
+        "Info: \t         ICESTORM_LC:    3000/   5280    56%\n"
+        "ERROR: Max frequency for clock 'bridge.clk': 9.91 MHz (FAIL at 12.00 MHz)\n")
+    (tmp_path / "big.asc").write_text("")
+    (tmp_path / "report.json").write_text("{}")
+    message = bitstream._failure_message(board, "big", tmp_path, Completed())
+    assert message.startswith("big is too slow for the icebreaker board's clock; nextpnr "
+                              "says:\n    ERROR: Max frequency for clock 'bridge.clk': 9.91 MHz")
+    assert "--timing-allow-fail" in message
+
+
+# --------------------------------------------------------------------------- real builds
+
+#: Size of every iCE40 UP5K bitstream icepack writes (uncompressed, whatever the design;
+#: measured: kllm_concat and accllm_sparse_selector behind the bridge both give 104,090 bytes).
+UP5K_BITSTREAM_BYTES = 104_090
+ICE40_SYNC = bytes.fromhex("7eaa997e")
+
+
+@pytest.mark.synth
+def test_icebreaker_bitstream(tmp_path, capsys):
+    code = bitstream.main(["--board", "icebreaker", "--unit", "accllm_sparse_selector",
+                           "--build-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    path = tmp_path / "bitstream/icebreaker/accllm_sparse_selector/accllm_sparse_selector.bin"
+    data = path.read_bytes()
+    assert len(data) == UP5K_BITSTREAM_BYTES and ICE40_SYNC in data[:16]
+    assert f"bitstream: {path} ({UP5K_BITSTREAM_BYTES} bytes)" in out.out
+    assert "baud: 115200 (divisor 104, actual 115385, +0.16%)" in out.out
+    assert "Fmax: " in out.out and "ICESTORM_LC " in out.out and "ICESTORM_RAM 1/30" in out.out
+
+
+@pytest.mark.synth
+def test_ulx3s_bitstream(tmp_path, capsys):
+    code = bitstream.main(["--board", "ulx3s-25f", "--unit", "accllm_sparse_selector",
+                           "--build-dir", str(tmp_path), "--baud", "1000000"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    path = tmp_path / "bitstream/ulx3s-25f/accllm_sparse_selector/accllm_sparse_selector.bit"
+    data = path.read_bytes()
+    # ecppack --compress (amaranth-boards' ULX3S default): the size depends on the design.
+    assert len(data) > 10_000 and data.startswith(b"\xff\x00Part: LFE5U-25F")
+    assert "baud: 1000000 (divisor 25, actual 1000000, +0.00%)" in out.out
+    assert "TRELLIS_COMB " in out.out and "DP16KD 1/" in out.out
