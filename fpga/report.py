@@ -392,16 +392,38 @@ RATIO_COLUMNS = (
 def ratio_table(data: dict) -> str:
     """Markdown: unit / baseline ratio of each figure (the same run, the same flows)."""
     by_label = {row["label"]: row for row in data["rows"]}
-    header = ["unit / baseline", *(f"{name} ratio" for name, _ in RATIO_COLUMNS)]
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(RATIO_COLUMNS)]
+    header = ["unit / baseline", *(f"{name} ratio" for name, _ in RATIO_COLUMNS),
+              "ops/cycle, unit / baseline"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(RATIO_COLUMNS) + 1)]
     for row in data["rows"]:
         base = by_label.get(row["baseline"] or "")
         if base is None:
             continue
         ratios = [_ratio(read(row), read(base)) for _, read in RATIO_COLUMNS]
+        ops = (f"{row['ops_per_cycle']} / {base['ops_per_cycle']}"
+               if row["ops_per_cycle"] and base["ops_per_cycle"] else "n/a")
         lines.append(f"| {_row_name(row)} / {_row_name(base)} | "
-                     + " | ".join(ratios) + " |")
+                     + " | ".join(ratios) + f" | {ops} |")
     return "\n".join(lines)
+
+
+AREA_AND_FMAX_NOTE = (
+    "Area: Yosys cell counts of the unit alone (`make area` flows: `synth_ice40 -device u "
+    "-dsp`, `synth_ecp5`, `synth_xilinx -family xcup`, `abc -g cmos4` with `stat -tech "
+    "cmos`); n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
+    "seed 1, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
+    "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
+    "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
+    "`REPORT_ROWS` in `fpga/report.py`)."
+)
+
+BASELINE_NOTE = (
+    "Baselines (each issue's): `orizuru_scan`, a k-pass max/min scan with the same "
+    "interface; `fp16_mac`, an FP16 x FP16 -> FP32 MAC (P3-LLM normalizes PE area to it; "
+    "`p3_pe` does 4 MACs a cycle, the baseline 1); `accllm_plain_mul`, the same products "
+    "from separate multipliers. A ratio below 1 means the unit is smaller (or slower, for "
+    "Fmax)."
+)
 
 
 def render_markdown(data: dict) -> str:
@@ -414,23 +436,13 @@ def render_markdown(data: dict) -> str:
         "",
         main_table(data),
         "",
-        "Area: Yosys cell counts of the unit alone (`make area` flows: `synth_ice40 -device u "
-        "-dsp`, `synth_ecp5`, `synth_xilinx -family xcup`, `abc -g cmos4` with `stat -tech "
-        "cmos`); n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
-        "seed 1, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
-        "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
-        "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
-        "`REPORT_ROWS` in `fpga/report.py`).",
+        AREA_AND_FMAX_NOTE,
         "",
         "## Against the baselines",
         "",
         ratio_table(data),
         "",
-        "Baselines (each issue's): `orizuru_scan`, a k-pass max/min scan with the same "
-        "interface; `fp16_mac`, an FP16 x FP16 -> FP32 MAC (P3-LLM normalizes PE area to it; "
-        "`p3_pe` does 4 MACs a cycle, the baseline 1); `accllm_plain_mul`, the same products "
-        "from separate multipliers. A ratio below 1 means the unit is smaller (or slower, for "
-        "Fmax).",
+        BASELINE_NOTE,
     ]
     if data.get("failures"):
         lines += ["", "## Runs that failed", ""] + [f"- {failure}" for failure in data["failures"]]
@@ -475,9 +487,13 @@ def render_readme_section(data: dict, plots: Sequence[str] = ()) -> str:
         "",
         main_table(data),
         "",
+        AREA_AND_FMAX_NOTE,
+        "",
         "Against each unit's baseline (ratio unit / baseline, same run and flows):",
         "",
         ratio_table(data),
+        "",
+        BASELINE_NOTE,
     ]
     for plot in plots:
         lines += ["", f"![{Path(plot).stem}]({plot})"]

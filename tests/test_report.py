@@ -157,12 +157,14 @@ def test_rendering_ratios_and_cells():
              ecp5={"does_not_fit": [{"target": "ecp5", "shortfall": "9/8 DSP"},
                                     {"target": "ecp5-85k", "shortfall": "99/28 DSP"}]}),
     ]}
+    data["rows"][0]["ops_per_cycle"], data["rows"][1]["ops_per_cycle"] = 4, 1
     markdown = render_markdown(data)
     assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 | 100.0 | 40.0 (85F) |" in markdown
     assert "| `b` (baseline) | 200 / 10 / 0 / 0 | n/a | n/a | 1,000 | 80.0 | " \
            "does not fit (99/28 DSP) |" in markdown
     # LUT 50/200, transistors 3000/1000, Fmax 100/80; figures one side lacks are n/a.
-    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a |" in markdown
+    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a | 4 / 1 |" \
+        in markdown
     rows = list(csv.DictReader(io.StringIO(render_csv(data))))
     assert {"row": "u", "unit": "u", "config": "", "params": "", "target": "ecp5-85k",
             "metric": "fmax_mhz", "value": "40.0"} in rows
