@@ -1,6 +1,7 @@
 # qllm-cores: every target sets up .venv by itself (and refreshes it when pyproject.toml changes).
 #   make            generate all Verilog, run every unit's golden test bench, print the Oaken
-#                   and P3-LLM error reports, the AccLLM DSP-packing table and the area table
+#                   and P3-LLM error reports, the AccLLM DSP-packing table, the papers' numbers
+#                   next to the golden models' and the area table
 #   make test       the whole pytest suite (pytest-xdist on all cores)
 # See README.md for the other targets.
 
@@ -35,7 +36,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-all: verilog benches oaken-report p3-report accllm-report area
+all: verilog benches oaken-report p3-report accllm-report paper area
 
 verilog: $(STAMP)
 	$(PY) -m gen verilog
