@@ -64,7 +64,7 @@ __all__ = [
     "prune_2_4", "quantize_w2", "dequantize_w2", "quantize_a8", "dequantize_a8",
     "quantize_kv4", "dequantize_kv4", "sparse_select", "select_by_index",
     "dsp48e2_p", "product_range", "pack_w8", "extract_w8", "b_fits", "pack_w2",
-    "packed_p_w2", "extract_w2", "max_accumulation_depth", "accumulate_packed",
+    "packed_p_w2", "extract_w2", "max_accumulation_depth", "accumulate_packed", "run_sums",
 ]
 
 A_BITS = 27         # A input of the pre-adder (A[26:0] of the 30-bit A port)
@@ -902,3 +902,44 @@ def accumulate_packed(p, mode, x_bits=8, w_bits=None, x_signed=True, axis=0):
         p11, p21, p12, p22 = fields
         return W2Products(p11, p22, p12, p21)
     return W8Products(*fields)
+
+
+def run_sums(products, last, depth):
+    """Sums of products over accumulation runs: a run ends at a ``last`` beat or at its
+    ``depth``-th beat, whichever comes first (the ``acc_depth`` interface of
+    ``accllm_dsp_mul``; a run cut at the depth reports ``last`` = 0).
+
+    Parameters
+    ----------
+    products : dict of str to array_like of int
+        One product per beat for each name (all the same length).
+    last : array_like of int
+        1 on the beat that ends a run.
+    depth : int
+        Longest run (at least 1).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of int64
+        One sum per run for each product name, and ``"last"``: the ``last`` bit of the beat
+        that ended the run.
+    """
+    depth = _check_int("depth", depth, 1, None)
+    last = np.asarray(last, dtype=np.int64)
+    products = {name: np.asarray(values, dtype=np.int64) for name, values in products.items()}
+    sums = {name: [] for name in products}
+    lasts = []
+    running = dict.fromkeys(products, 0)
+    count = 0
+    for k, end in enumerate(last):
+        for name, values in products.items():
+            running[name] = (running[name] if count else 0) + int(values[k])
+        count += 1
+        if end or count == depth:
+            for name in products:
+                sums[name].append(running[name])
+            lasts.append(int(end))
+            count = 0
+    out = {name: np.array(values, dtype=np.int64) for name, values in sums.items()}
+    out["last"] = np.array(lasts, dtype=np.int64)
+    return out

@@ -449,3 +449,16 @@ def test_quantize_kv4_per_token_per_head():
 def test_invalid_arguments_name_the_argument(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_run_sums_end_at_last_or_at_the_depth():
+    from golden.accllm import run_sums
+
+    # Runs: [1, 2] ends at last; [3, 4] is cut at depth 2 (last 0); [5] ends at last.
+    out = run_sums({"p": [1, 2, 3, 4, 5], "q": [10, 20, 30, 40, 50]}, [0, 1, 0, 0, 1], 2)
+    assert out["p"].tolist() == [3, 7, 5]
+    assert out["q"].tolist() == [30, 70, 50]
+    assert out["last"].tolist() == [1, 0, 1]
+    assert run_sums({"p": [4, 5]}, [1, 1], 1)["p"].tolist() == [4, 5]
+    with pytest.raises(ValueError, match="depth must be in range"):
+        run_sums({"p": [1]}, [1], 0)

@@ -425,6 +425,7 @@ _PRODUCTS = {"p1": ("x", "w1"), "p2": ("x", "w2"), "p11": ("x1", "w1"), "p22": (
 
 
 def _mul_expected(p, inputs):
+    from golden.accllm import run_sums
     i = {name: np.asarray(value, np.int64) for name, value in inputs["i"].items()}
     if p["mode"] == "w2":
         names = ["p11", "p22"] + (["p12", "p21"] if p.get("cross_products") else [])
@@ -432,22 +433,7 @@ def _mul_expected(p, inputs):
         names = ["p1", "p2"]
     products = {name: i[_PRODUCTS[name][0]] * i[_PRODUCTS[name][1]] for name in names}
     depth = p.get("acc_depth", 1)
-    if depth == 1:
-        return {"o": products}
-    sums, lasts, count = {name: [] for name in names}, [], 0
-    running = dict.fromkeys(names, 0)
-    for k, last in enumerate(i["last"]):     # a run ends at last or at its depth-th beat
-        for name in names:
-            running[name] = (running[name] if count else 0) + int(products[name][k])
-        count += 1
-        if last or count == depth:
-            for name in names:
-                sums[name].append(running[name])
-            lasts.append(int(last))
-            count = 0
-    out = {name: np.array(values, np.int64) for name, values in sums.items()}
-    out["last"] = np.array(lasts, np.int64)
-    return {"o": out}
+    return {"o": products if depth == 1 else run_sums(products, i["last"], depth)}
 
 
 def _p3_pe_stimulus(rng, p, count):

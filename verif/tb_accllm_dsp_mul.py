@@ -29,7 +29,7 @@ import os
 import cocotb
 import numpy as np
 
-from golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2
+from golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2, run_sums
 from verif.bench import Bench, compare_fields, record_metrics
 
 W_BITS = {"w8": 8, "w4": 4, "w2": 2}
@@ -153,23 +153,7 @@ async def exhaustive(dut):
 
 def run_expected(config, beats):
     """Sums per run: a run ends at ``last`` or at its ``acc_depth``-th beat."""
-    products = exact_products(config, beats)
-    sums = {name: [] for name in config.products}
-    lasts = []
-    count = 0
-    running = {name: 0 for name in config.products}
-    for k, last in enumerate(beats["last"]):
-        for name in config.products:
-            running[name] = (running[name] if count else 0) + int(products[name][k])
-        count += 1
-        if last or count == config.acc_depth:
-            for name in config.products:
-                sums[name].append(running[name])
-            lasts.append(int(last))
-            count = 0
-    expected = {name: np.array(values, np.int64) for name, values in sums.items()}
-    expected["last"] = np.array(lasts, np.int64)
-    return expected
+    return run_sums(exact_products(config, beats), beats["last"], config.acc_depth)
 
 
 def run_lasts(rng, config, runs):
