@@ -87,7 +87,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +100,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from fpga.fmax import FmaxError, nextpnr_report, over_capacity
 from gen.registry import UNITS, parse_assignment, resolve_params
 from gen.verilog import port_description
 from hdl.params import check_int
@@ -744,35 +744,21 @@ def _failure_message(board: Board, unit: str, run_dir: Path, completed) -> str:
     return f"nextpnr failed building {unit} for {board.name}:\n{quoted}\n{logs}"
 
 
-_UTILIZATION_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
-
-
 def _over_utilized(log: Path) -> str:
     """``"ICESTORM_LC 9596/5280 (182%)"`` for every bel type nextpnr's log shows over 100 %."""
     if not log.is_file():
         return ""
-    return ", ".join(
-        f"{bel} {used}/{available} ({int(used) / int(available):.0%})"
-        for bel, used, available in _UTILIZATION_LINE.findall(log.read_text(errors="replace"))
-        if int(available) and int(used) > int(available))
+    return ", ".join(f"{bel} {used}/{available} ({used / available:.0%})"
+                     for bel, used, available in over_capacity(log.read_text(errors="replace")))
 
 
 def _read_report(path: Path) -> tuple[dict, dict]:
-    if not path.is_file():
-        raise BitstreamError(f"nextpnr wrote no {path}")
+    """Clocks and the used bel types of nextpnr's report (see `fpga.fmax.nextpnr_report`)."""
     try:
-        report = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise BitstreamError(f"{path} is not JSON ({error})") from error
-    fmax = {name: (float(entry["achieved"]), entry.get("constraint"))
-            for name, entry in (report.get("fmax") or {}).items()
-            if isinstance(entry, dict) and isinstance(entry.get("achieved"), (int, float))}
-    if not fmax:
-        raise BitstreamError(f"{path} has no Fmax entry")
-    utilization = {bel: (int(entry.get("used", 0)), int(entry.get("available", 0)))
-                   for bel, entry in (report.get("utilization") or {}).items()
-                   if int(entry.get("used", 0)) > 0}
-    return fmax, utilization
+        fmax, utilization = nextpnr_report(path)
+    except FmaxError as error:
+        raise BitstreamError(f"{path}: {error}") from error
+    return fmax, {bel: counts for bel, counts in utilization.items() if counts[0] > 0}
 
 
 def format_result(result: BitstreamResult) -> str:

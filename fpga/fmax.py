@@ -74,6 +74,8 @@ __all__ = [
     "WrapperPorts",
     "fmax_run",
     "main",
+    "nextpnr_report",
+    "over_capacity",
     "unit_ports",
     "wrapper_verilog",
     "xor_tree_widths",
@@ -434,14 +436,21 @@ def script_text(spec: FmaxTarget, unit: Unit) -> str:
     return "\n".join(script) + "\n"
 
 
-def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
-                ) -> tuple[float, dict[str, int]]:
-    """Achieved Fmax of the clock (MHz) and used resources from a nextpnr ``--report``.
+def nextpnr_report(path: Path, log: Path | None = None
+                   ) -> tuple[dict[str, tuple[float, float | None]], dict[str, tuple[int, int]]]:
+    """Clocks and utilization of a nextpnr ``--report`` file.
+
+    Returns
+    -------
+    fmax : dict of str to (float, float or None)
+        Clock net -> (achieved MHz, constrained MHz).
+    utilization : dict of str to (int, int)
+        Bel type -> (used, available).
 
     Raises
     ------
     FmaxError
-        If the report is missing, not JSON, or has no Fmax entry.
+        If the report is missing, not JSON, or has no Fmax entry (quoting `log`'s tail).
     """
     tail = _log_tail(log) if log else ""
     if not Path(path).is_file():
@@ -451,19 +460,44 @@ def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
     except json.JSONDecodeError as error:
         raise FmaxError(f"{Path(path).name} is not JSON ({error}){tail}") from error
     clocks = report.get("fmax") or {}
-    achieved = {name: entry.get("achieved") for name, entry in clocks.items()
-                if isinstance(entry, dict) and isinstance(entry.get("achieved"), (int, float))}
-    if not achieved:
+    fmax = {name: (float(entry["achieved"]), entry.get("constraint"))
+            for name, entry in clocks.items()
+            if isinstance(entry, dict) and isinstance(entry.get("achieved"), (int, float))}
+    if not fmax:
         raise FmaxError(f"{Path(path).name} has no fmax entry (clocks: {list(clocks)}){tail}")
+    utilization = {bel: (int(entry.get("used", 0)), int(entry.get("available", 0)))
+                   for bel, entry in (report.get("utilization") or {}).items()
+                   if isinstance(entry, dict)}
+    return fmax, utilization
+
+
+def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
+                ) -> tuple[float, dict[str, int]]:
+    """Achieved Fmax of the clock (MHz) and used resources per report column of `spec`.
+
+    Raises
+    ------
+    FmaxError
+        If the report is missing, not JSON, or has no Fmax entry.
+    """
+    fmax, utilization = nextpnr_report(path, log)
     # One clock domain: pick the net named after clk if several (e.g. a global buffer alias).
-    preferred = [name for name in achieved if re.search(r"(^|[^a-z])clk", name)]
-    fmax_mhz = min(achieved[name] for name in (preferred or achieved))
-    utilization = report.get("utilization") or {}
-    resources = {
-        column: sum(int((utilization.get(bel) or {}).get("used", 0)) for bel in bels)
-        for column, bels in spec.resources.items()
-    }
+    preferred = [name for name in fmax if re.search(r"(^|[^a-z])clk", name)]
+    fmax_mhz = min(fmax[name][0] for name in (preferred or fmax))
+    resources = {column: sum(utilization.get(bel, (0, 0))[0] for bel in bels)
+                 for column, bels in spec.resources.items()}
     return float(fmax_mhz), resources
+
+
+_UTILIZATION_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
+
+
+def over_capacity(nextpnr_log: str) -> list[tuple[str, int, int]]:
+    """``(bel type, used, available)`` for every bel type that nextpnr's "Device
+    utilisation" lines show over 100 % (the design does not fit)."""
+    return [(bel, int(used), int(available))
+            for bel, used, available in _UTILIZATION_LINE.findall(nextpnr_log)
+            if int(available) and int(used) > int(available)]
 
 
 def _find_tool(name: str) -> Path:

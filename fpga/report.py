@@ -38,7 +38,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fpga.area import Unit, find_units, format_params, positive_int_argument
-from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxTimeout, fmax_run, runnable, tool_versions
+from fpga.fmax import (
+    FMAX_TARGETS,
+    FmaxError,
+    FmaxTimeout,
+    fmax_run,
+    over_capacity,
+    runnable,
+    tool_versions,
+)
 from fpga.yosys import SynthError, synth
 from gen.registry import UNITS, resolve_params
 from gen.verilog import generate
@@ -184,9 +192,7 @@ def generate_row(row: ReportRow, verilog_root: Path) -> Unit:
 def capacity_shortfall(nextpnr_log: str) -> str | None:
     """What a design lacked if nextpnr failed for want of room, e.g. ``"26104/5280
     ICESTORM_LC"``; None if the log shows no capacity problem."""
-    over = [f"{used}/{available} {bel}" for bel, used, available in
-            re.findall(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", nextpnr_log, re.MULTILINE)
-            if int(used) > int(available)]
+    over = [f"{used}/{available} {bel}" for bel, used, available in over_capacity(nextpnr_log)]
     if over:
         return ", ".join(over)
     lacking = re.search(r"no BELs remaining to implement cell type '(\w+)'", nextpnr_log)
