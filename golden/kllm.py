@@ -48,7 +48,7 @@ __all__ = [
     # Concat (SPEC section 1)
     "concat_indices", "split_indices",
     # Index Distribution Counter (SPEC section 2)
-    "index_distribution", "index_distributions", "counter_width",
+    "index_distribution", "index_distributions", "counter_width", "wrap_counts",
     # K-Means quantization (section III-A)
     "kmeans_codebook", "kmeans_quantize", "dequantize", "max_abs_scale",
     "WeightQuantization", "quantize_weights",
@@ -314,6 +314,23 @@ def counter_width(max_len, mode, weight_bits=4):
     low = -max_len * (1 << (weight_bits - 1))
     high = max_len * ((1 << (weight_bits - 1)) - 1)
     return 1 + max((-low - 1).bit_length(), high.bit_length())
+
+
+def wrap_counts(counts, width, mode):
+    """The values ``width``-bit bin counters hold for exact ``counts``: modulo ``2**width``,
+    unsigned in ``"kk"`` mode and two's complement in ``"ik"`` mode (a reduction longer
+    than the ``max_len`` the width was chosen for wraps around).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+    """
+    width = _check_int("width", width, 1, 62)
+    mode = _check_mode(mode)
+    wrapped = np.mod(np.asarray(counts, dtype=np.int64), 1 << width)
+    if mode == "ik":
+        wrapped = np.where(wrapped >= 1 << (width - 1), wrapped - (1 << width), wrapped)
+    return wrapped
 
 
 # --- K-Means quantization (section III-A) ----------------------------------------------------

@@ -616,3 +616,11 @@ def test_rmsnorm_fusion_equals_direct(layer, eps):
     q = quantize_activation(a, ca, 0.01)
     assert rms_from_indices(q, ca, eps) == pytest.approx(math.sqrt(np.mean(x_hat ** 2) + eps),
                                                          rel=1e-12)
+
+
+def test_wrap_counts_is_the_value_a_width_bit_counter_holds():
+    from golden.kllm import wrap_counts
+
+    # 3-bit counters: unsigned 0..7 ("kk"), two's complement -4..3 ("ik").
+    assert wrap_counts([0, 7, 8, 9, 17], 3, "kk").tolist() == [0, 7, 0, 1, 1]
+    assert wrap_counts([3, 4, -4, -5, 12], 3, "ik").tolist() == [3, -4, -4, 3, -4]

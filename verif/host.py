@@ -323,7 +323,7 @@ def _idx_counter_stimulus(rng, p, count):
 
 
 def _idx_counter_expected(p, inputs):
-    from golden.kllm import counter_width, index_distribution
+    from golden.kllm import counter_width, index_distribution, wrap_counts
     i = inputs["i"]
     n, ik = p["n_inputs"], p["mode"] == "ik"
     width = counter_width(p["max_len"], p["mode"], p["weight_bits"] or 4)
@@ -334,10 +334,7 @@ def _idx_counter_expected(p, inputs):
             np.asarray(i["idx"])[start:end].ravel(), p["idx_bits"],
             mask=lanes[start:end].ravel().astype(bool),
             weights=np.asarray(i["weight"])[start:end].ravel() if ik else None)
-        histogram = np.mod(histogram, 1 << width)         # counters wrap beyond max_len
-        if ik:
-            histogram = np.where(histogram >> (width - 1), histogram - (1 << width), histogram)
-        counts.append(histogram)
+        counts.append(wrap_counts(histogram, width, p["mode"]))   # wraps beyond max_len
         start = end
     bins = 1 << p["idx_bits"]
     last = np.tile((np.arange(bins) == bins - 1).astype(np.int64), len(counts))

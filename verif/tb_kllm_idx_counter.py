@@ -27,7 +27,7 @@ import os
 import cocotb
 import numpy as np
 
-from golden.kllm import index_distribution
+from golden.kllm import index_distribution, wrap_counts
 from verif.bench import Bench, record_metrics
 
 
@@ -81,11 +81,7 @@ class Reductions:
         self.add(idx, mask, self.random_weights(k) if self.ik else None)
 
     def wrap(self, histogram):
-        modulus = 1 << self.count_bits
-        wrapped = np.mod(histogram, modulus)
-        if self.ik:
-            wrapped = np.where(wrapped >= modulus // 2, wrapped - modulus, wrapped)
-        return wrapped
+        return wrap_counts(histogram, self.count_bits, "ik" if self.ik else "kk")
 
     def input_fields(self):
         return {name: np.concatenate(parts) for name, parts in self.beats.items()}
