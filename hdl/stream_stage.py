@@ -1,11 +1,43 @@
-"""Stream plumbing shared by the units.
+"""Stream plumbing shared by the units: register stages, stall-together pipelines, skid buffers.
 
 The rules followed are those of :mod:`amaranth.lib.stream`: a transfer happens on a clock edge where
 ``valid`` and ``ready`` are both high; once ``valid`` is high, neither ``valid`` nor ``payload``
 change until the transfer; ``ready`` may depend combinationally on ``valid``.
+
+Every unit takes a ``pipeline`` parameter (SPEC section 0) that chooses its register stages. The
+pieces here are what the units compose to build them:
+
+* :class:`StallPipeline`: the valid chain and the common clock enable of a fixed-depth pipeline
+  between two streams (every stage register loads when the output slot is free). The unit places
+  its own stage registers with :meth:`StallPipeline.stage`.
+* :class:`SkidBuffer`: a two-entry stream buffer whose ``i.ready`` and ``o.valid``/``o.payload``
+  all come from flip-flops. Put it behind a pipeline (``wiring.connect``) to cut the
+  combinational path from the consumer's ``ready`` into the pipeline's clock enable.
+* :func:`output_register`: one register stage (a :class:`StallPipeline` of depth 1 whose
+  payload register the caller writes).
+* :func:`check_pipeline`: the parameter check every unit shares.
 """
 
-__all__ = ["output_register"]
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import check_int
+
+__all__ = ["output_register", "StallPipeline", "SkidBuffer", "check_pipeline"]
+
+
+def check_pipeline(value, *, max_value):
+    """Return ``value`` as an int if it is a valid ``pipeline`` depth ``0..max_value``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer.
+    ValueError
+        If ``value`` is outside ``0..max_value``.
+    """
+    return check_int("pipeline", value, min_value=0, max_value=max_value)
 
 
 def output_register(m, i, o, *, emit=None):
@@ -44,3 +76,151 @@ def output_register(m, i, o, *, emit=None):
     with m.Elif(o.ready):
         m.d.sync += o.valid.eq(0)
     return load
+
+
+class StallPipeline:
+    """Valid chain and common clock enable of a ``latency``-stage pipeline from ``i`` to ``o``.
+
+    The stages advance together: every stage register loads in the cycles where ``ce`` is high,
+    and ``ce = ~o.valid | o.ready`` (the output slot is free or is being emptied). ``i.ready`` is
+    ``ce``, so a beat transfers on ``i`` whenever the pipeline advances; bubbles travel down the
+    chain like beats (``valid[k]`` is low for them). At ``o.ready`` held high the pipeline takes
+    one beat per cycle and the beat accepted on ``i`` in cycle t is valid on ``o`` in cycle
+    t + ``latency``. Under backpressure nothing is dropped or duplicated: a stalled stage holds
+    its register.
+
+    The caller builds the data path: :meth:`stage` registers a value at the clock enable
+    (``reset_less``), and the last stage's registers drive ``o.payload`` combinationally
+    (``m.d.comb += o.payload.eq(...)``), so that ``o.payload`` is stable while ``o.valid`` waits.
+    Data taken from ``i.payload`` enters stage 0; a value registered ``k`` times along its path
+    belongs to stage ``k - 1``. The caller must register every output field exactly ``latency``
+    times (the benches catch a mismatch as wrong data).
+
+    ``ce`` fans out to every stage register and is combinational in ``o.ready``; connect ``o``
+    to a :class:`SkidBuffer` when that path limits timing (``ce`` then comes from a flip-flop).
+
+    Parameters
+    ----------
+    m : Module
+        The module being elaborated.
+    i, o : stream.Interface
+        Input (consumer side) and output (producer side) streams. This object drives
+        ``i.ready`` and ``o.valid``.
+    latency : int
+        Number of register stages, at least 1.
+    emit : Value, optional
+        Sampled with ``i.payload``: only accepted beats with ``emit`` high produce an output beat
+        (the others flow down the chain as bubbles, e.g. the inner beats of an accumulation).
+    name : str
+        Prefix of the valid-chain signals.
+
+    Members
+    -------
+    ce : Signal
+        Clock enable of every stage.
+    load : Value
+        A beat transfers on ``i`` (``i.valid & ce``).
+    valid : list of Signal
+        ``valid[k]``: stage ``k`` holds a beat (``valid[latency - 1]`` drives ``o.valid``).
+    beat : list of Signal
+        ``beat[k]``: stage ``k`` holds an accepted beat, whether or not it will be emitted
+        (equal to ``valid[k]`` without ``emit``). Use it to gate state updates (accumulators).
+    """
+
+    def __init__(self, m, i, o, *, latency, emit=None, name="pipe"):
+        if latency < 1:
+            raise ValueError(f"latency must be at least 1, not {latency!r}")
+        self.m = m
+        self.latency = latency
+        self.ce = Signal(name=f"{name}_ce")
+        self.load = i.valid & self.ce
+        m.d.comb += [
+            self.ce.eq(~o.valid | o.ready),
+            i.ready.eq(self.ce),
+        ]
+        self.beat = [Signal(name=f"{name}_beat{k}") for k in range(latency)]
+        if emit is None:
+            self.valid = self.beat
+        else:
+            self.valid = [Signal(name=f"{name}_valid{k}") for k in range(latency)]
+        with m.If(self.ce):
+            m.d.sync += self.beat[0].eq(i.valid)
+            for k in range(1, latency):
+                m.d.sync += self.beat[k].eq(self.beat[k - 1])
+            if emit is not None:
+                m.d.sync += self.valid[0].eq(i.valid & emit)
+                for k in range(1, latency):
+                    m.d.sync += self.valid[k].eq(self.valid[k - 1])
+        m.d.comb += o.valid.eq(self.valid[-1])
+        self._count = 0
+
+    def stage(self, value, *, name=None, enable=True):
+        """Return ``value`` registered at ``ce`` (a ``reset_less`` Signal of its shape).
+
+        With ``enable=False`` return ``value`` unchanged: a unit's ``pipeline`` parameter turns
+        its optional cuts on and off this way without two code paths.
+        """
+        if not enable:
+            return value
+        self._count += 1
+        register = Signal.like(value, name=name or f"stage_{self._count}", reset_less=True)
+        with self.m.If(self.ce):
+            self.m.d.sync += register.eq(value)
+        return register
+
+    def delay(self, value, cycles, *, name=None):
+        """Return ``value`` registered ``cycles`` times at ``ce`` (a delay line; 0: unchanged)."""
+        for k in range(cycles):
+            value = self.stage(value, name=None if name is None else f"{name}_d{k + 1}")
+        return value
+
+
+class SkidBuffer(wiring.Component):
+    """A two-entry stream buffer with registered ``i.ready``, ``o.valid`` and ``o.payload``.
+
+    Full throughput: one beat per cycle in and out while ``o.ready`` is high, one cycle from a
+    transfer on ``i`` to ``o.valid``. When ``o`` stalls, the beat arriving in that cycle is held
+    in the skid register and ``i.ready`` drops in the next cycle; no combinational path runs from
+    ``o.ready`` to ``i.ready``. Placed behind a :class:`StallPipeline`, it turns the pipeline's
+    clock enable into a flip-flop output.
+
+    Parameters
+    ----------
+    payload_shape : shape-like
+        Payload shape of both streams.
+
+    Members
+    -------
+    i : ``In(stream.Signature(payload_shape))``
+    o : ``Out(stream.Signature(payload_shape))``
+    """
+
+    #: Cycles from a transfer on ``i`` to the beat being valid on ``o``.
+    latency = 1
+
+    def __init__(self, payload_shape):
+        super().__init__({
+            "i": In(stream.Signature(payload_shape)),
+            "o": Out(stream.Signature(payload_shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_valid = Signal()
+        skid = Signal.like(self.o.payload, name="skid", reset_less=True)
+        out = Signal.like(self.o.payload, name="out", reset_less=True)
+        m.d.comb += [
+            self.i.ready.eq(~skid_valid),
+            self.o.payload.eq(out),
+        ]
+        out_free = ~self.o.valid | self.o.ready
+        with m.If(out_free):
+            # The output register takes the oldest beat: the skid entry, else the input.
+            with m.If(skid_valid):
+                m.d.sync += [out.eq(skid), self.o.valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [out.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
+        with m.Elif(self.i.valid & self.i.ready):
+            # Output held: park the incoming beat; i.ready drops next cycle.
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
+        return m

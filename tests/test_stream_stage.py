@@ -1,0 +1,146 @@
+# amaranth: UnusedElaboratable=no
+"""hdl.stream_stage: StallPipeline and SkidBuffer under random valid/ready, in Amaranth's simulator.
+
+The reference is the stream rules themselves: every beat sent arrives once, in order, with the
+value the stage function gives it; a producer holds payload and valid until ready; at ready held
+high the pipeline takes a beat per cycle and each arrives ``latency`` cycles later.
+"""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline
+
+
+class _AddChain(wiring.Component):
+    """y = x + latency, one increment per stage; beats with ``x`` odd are absorbed when
+    ``absorb_odd`` (the ``emit`` path)."""
+
+    def __init__(self, latency, *, skid=False, absorb_odd=False):
+        self.latency_stages = latency
+        self.skid = skid
+        self.absorb_odd = absorb_odd
+        self.latency = latency + skid
+        super().__init__({
+            "i": In(stream.Signature(unsigned(16))),
+            "o": Out(stream.Signature(unsigned(16))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = stream.Signature(unsigned(16)).create() if self.skid else self.o
+        emit = ~self.i.payload[0] if self.absorb_odd else None
+        pipe = StallPipeline(m, self.i, inner, latency=self.latency_stages, emit=emit)
+        value = self.i.payload
+        for _ in range(self.latency_stages):
+            value = pipe.stage((value + 1)[:16])
+        m.d.comb += inner.payload.eq(value)
+        if self.skid:
+            m.submodules.skid = skid = SkidBuffer(unsigned(16))
+            wiring.connect(m, inner, skid.i)
+            wiring.connect(m, skid.o, wiring.flipped(self.o))
+        return m
+
+
+def _run(dut, beats, valid_p, ready_p, seed):
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 1 << 15, beats).tolist()
+    got, sent_at, got_at = [], [], []
+    cycles = 4 * beats + 100
+
+    async def bench(ctx):
+        sent = 0
+        held = None
+        for cycle in range(cycles):
+            offer = sent < beats and (held is not None or rng.random() < valid_p)
+            ready = int(rng.random() < ready_p)
+            if held is not None:
+                assert offer
+            ctx.set(dut.i.valid, int(offer))
+            if offer:
+                ctx.set(dut.i.payload, data[sent])
+            ctx.set(dut.o.ready, ready)
+            await ctx.delay(1e-9)  # settle combinational paths
+            o_valid, o_payload = ctx.get(dut.o.valid), ctx.get(dut.o.payload)
+            i_ready = ctx.get(dut.i.ready)
+            await ctx.tick()
+            if offer and i_ready:
+                sent_at.append(cycle)
+                sent += 1
+                held = None
+            elif offer:
+                held = data[sent]
+            if o_valid and ready:
+                got.append(o_payload)
+                got_at.append(cycle)
+            elif o_valid:
+                # Rule: once valid, neither valid nor payload change until the transfer.
+                assert ctx.get(dut.o.valid) == 1
+                assert ctx.get(dut.o.payload) == o_payload
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return data, got, sent_at, got_at
+
+
+@pytest.mark.parametrize("latency", [1, 2, 5])
+@pytest.mark.parametrize("skid", [False, True])
+def test_stall_pipeline_keeps_every_beat_under_backpressure(latency, skid):
+    dut = _AddChain(latency, skid=skid)
+    data, got, _, _ = _run(dut, 300, 0.7, 0.6, seed=latency + 10 * skid)
+    assert got == [(x + latency) & 0xFFFF for x in data]
+
+
+@pytest.mark.parametrize("latency", [1, 3])
+@pytest.mark.parametrize("skid", [False, True])
+def test_full_rate_and_latency_at_ready_high(latency, skid):
+    dut = _AddChain(latency, skid=skid)
+    data, got, sent_at, got_at = _run(dut, 200, 1.0, 1.0, seed=3)
+    assert got == [(x + latency) & 0xFFFF for x in data]
+    assert sent_at == list(range(200))
+    assert got_at == [t + dut.latency for t in sent_at]
+
+
+def test_emit_absorbs_beats_without_losing_the_others():
+    dut = _AddChain(3, absorb_odd=True)
+    data, got, _, _ = _run(dut, 400, 0.8, 0.5, seed=5)
+    assert got == [(x + 3) & 0xFFFF for x in data if x % 2 == 0]
+    assert 0 < len(got) < len(data)
+
+
+def test_skid_buffer_ready_is_registered():
+    # No combinational path from o.ready to i.ready: i.ready must not change within a cycle
+    # when only o.ready changes.
+    dut = SkidBuffer(unsigned(8))
+
+    async def bench(ctx):
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.o.ready, 0)
+        for value in range(3):
+            ctx.set(dut.i.payload, value)
+            await ctx.tick()
+        before = ctx.get(dut.i.ready)
+        ctx.set(dut.o.ready, 1)
+        await ctx.delay(1e-9)
+        assert ctx.get(dut.i.ready) == before == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_pipeline_parameter_check_names_the_parameter():
+    assert check_pipeline(2, max_value=3) == 2
+    with pytest.raises(ValueError, match=r"pipeline must be in range 0\.\.3, not 4"):
+        check_pipeline(4, max_value=3)
+    with pytest.raises(TypeError, match=r"pipeline must be an integer, not '1'"):
+        check_pipeline("1", max_value=3)
+    with pytest.raises(ValueError, match="latency must be at least 1"):
+        StallPipeline(Module(), None, None, latency=0)
