@@ -90,13 +90,17 @@ BAUD  ?= 115200
 bitstream: $(STAMP)
 	$(PY) -m fpga.bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
 
-# The README's Results section and docs/results/: the report, the Orizuru sweep plot.
+# The README's Results section and docs/results/: the report, the Orizuru n sweep and the
+# p3_pe pipeline-depth trade-off (area / Fmax / latency) plots.
 RESULTS_SWEEP := --unit orizuru --param n --values 4 8 16 32 --target ice40 ecp5 cmos \
                  --fmax-target ice40 ecp5
+RESULTS_PIPELINE_SWEEP := --unit p3_pe --param pipeline --values 0 1 2 3 --target ice40 ecp5 cmos \
+                          --fmax-target ice40 ecp5
 results: report
 	$(PY) -m fpga.sweep $(RESULTS_SWEEP)
+	$(PY) -m fpga.sweep $(RESULTS_PIPELINE_SWEEP)
 	$(PY) -m fpga.report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
-	    --readme README.md
+	    --plot build/reports/sweep-p3_pe-pipeline.png --readme README.md
 
 # make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
 #            [TARGET="ice40 cmos"] [FMAX=1 | FMAX_TARGET="ice40"] [SCHEDULER=tcp://host:8786]

@@ -291,6 +291,8 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
             else:
                 status = f"{outcome['seconds']} s"
             progress(f"[{done}/{len(futures)}] {label} {kind} {target}: {status}")
+    manifests = {label: json.loads(unit.verilog.with_suffix(".json").read_text())
+                 for label, unit in units.items()}
     return {
         "tools": tool_versions([t for ts in FMAX_COLUMNS.values() for t in ts]) if fmax else [],
         "rows": [
@@ -299,6 +301,9 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
                 "params": format_params(units[row.label].params),
                 "baseline": baseline_label(row), "baseline_of": row.baseline_of,
                 "ops_per_cycle": units[row.label].ops_per_cycle,
+                "latency": manifests[row.label].get("latency"),
+                "result": manifests[row.label].get("result"),
+                "results_per_cycle": manifests[row.label].get("results_per_cycle"),
                 "area": area[row.label], "fmax": timing[row.label],
             }
             for row in rows
@@ -349,15 +354,43 @@ def _row_name(row: dict) -> str:
     return name + (f" ({', '.join(notes)})" if notes else "")
 
 
+def _throughput(row: dict, column: str):
+    """Results per second (millions) at the column's Fmax: Fmax x results per cycle."""
+    fmax, rate = _fmax(row, column), row.get("results_per_cycle")
+    return None if fmax is None or rate is None else fmax * rate
+
+
+def _number(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _rate_cell(row: dict) -> str:
+    rate = row.get("results_per_cycle")
+    if rate is None:
+        return "n/a"
+    return f"{rate:g} {row.get('result') or 'result'}"
+
+
+def _throughput_cell(row: dict) -> str:
+    return " / ".join(_number(_throughput(row, column)) for column in FMAX_COLUMNS)
+
+
 def main_table(data: dict) -> str:
-    """Markdown: one row per unit, area per family, CMOS transistors, Fmax per family."""
+    """Markdown: one row per unit, area per family, CMOS transistors, Fmax per family,
+    latency, results per cycle and results per second at each family's Fmax."""
     header = ["unit (configuration)", "iCE40 LUT / FF / DSP / BRAM", "ECP5 LUT / FF / DSP / BRAM",
               "Xilinx LUT / FF / DSP / BRAM", "CMOS transistors", "Fmax iCE40 UP5K MHz",
-              "Fmax ECP5 25F MHz"]
+              "Fmax ECP5 25F MHz", "latency (cycles)", "results / cycle",
+              "throughput iCE40 / ECP5 (M results/s)"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in data["rows"]:
+        latency = row.get("latency")
         cells = [_row_name(row), *(_area_cell(row, t) for t in AREA_TARGETS),
-                 *(_fmax_cell(row, c) for c in FMAX_COLUMNS)]
+                 *(_fmax_cell(row, c) for c in FMAX_COLUMNS),
+                 "n/a" if latency is None else str(latency), _rate_cell(row),
+                 _throughput_cell(row)]
         lines.append("| " + " | ".join(cells).replace("\n", " ") + " |")
     return "\n".join(lines)
 
@@ -372,6 +405,10 @@ def _metric(row: dict, target: str, metric: str):
 def _fmax(row: dict, column: str):
     outcome = row["fmax"].get(column)
     return outcome.get("fmax_mhz") if outcome else None
+
+
+def _per(value, count):
+    return None if value is None or not count else value / count
 
 
 def _ratio(mine, theirs) -> str:
@@ -391,6 +428,11 @@ RATIO_COLUMNS = (
     ("CMOS transistors", lambda r: _metric(r, "cmos", "transistors")),
     ("Fmax iCE40", lambda r: _fmax(r, "ice40")),
     ("Fmax ECP5", lambda r: _fmax(r, "ecp5")),
+    ("throughput ECP5", lambda r: _throughput(r, "ecp5")),
+    ("throughput per iCE40 LUT", lambda r: _per(_throughput(r, "ice40"),
+                                                 _metric(r, "ice40", "LUT"))),
+    ("throughput per ECP5 LUT", lambda r: _per(_throughput(r, "ecp5"),
+                                                _metric(r, "ecp5", "LUT"))),
 )
 """Columns of the baseline table: name and how to read the figure from a row."""
 
@@ -420,7 +462,9 @@ AREA_AND_FMAX_NOTE = (
     "seed 1, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
     "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
     "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
-    "`REPORT_ROWS` in `fpga/report.py`)."
+    "`REPORT_ROWS` in `fpga/report.py`). Latency: cycles from an input beat to its result "
+    "(the manifest's, at the unit's default `pipeline`); results / cycle at full rate (the "
+    "registry's `rate`); throughput = Fmax x results / cycle."
 )
 
 BASELINE_NOTE = (
@@ -428,7 +472,8 @@ BASELINE_NOTE = (
     "interface; `fp16_mac`, an FP16 x FP16 -> FP32 MAC (P3-LLM normalizes PE area to it; "
     "`p3_pe` does 4 MACs a cycle, the baseline 1); `accllm_plain_mul`, the same products "
     "from separate multipliers. A ratio below 1 means the unit is smaller (or slower, for "
-    "Fmax)."
+    "Fmax and throughput). Throughput per LUT: results per second per LUT of that family, "
+    "the unit's over the baseline's."
 )
 
 

@@ -493,11 +493,14 @@ class PointResult:
         ``("area" | "fmax", target)`` pairs excluded by the manifest's ``synth_targets``.
     workers : set
         ``(host, pid)`` of the processes that ran this point's jobs.
+    latency : int or None
+        The unit's latency in cycles at this point (its manifest's ``latency``).
     """
 
     value: object
     params: dict | None = None
     error: str | None = None
+    latency: int | None = None
     area: dict = field(default_factory=dict)
     fmax: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
@@ -554,7 +557,9 @@ def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> Sw
                 progress.write(f"{label}={value}: point failed: {point.error}")
                 continue
             point.params = outcome["params"]
-            synth_targets = json.loads(outcome["manifest"]).get("synth_targets")
+            manifest = json.loads(outcome["manifest"])
+            point.latency = manifest.get("latency")
+            synth_targets = manifest.get("synth_targets")
             sources = (str(plan.point_dir(value)), plan.unit, outcome["verilog"],
                        outcome["manifest"])
             for flow, targets, job in (("area", plan.area_targets, _area_job),
@@ -603,6 +608,9 @@ def sweep_csv(result: SweepResult) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for point in result.points:
+        if point.latency is not None:
+            writer.writerow((plan.unit, plan.param, point.value, "manifest", "latency",
+                             point.latency))
         for target in plan.area_targets:
             for metric, value in point.area.get(target, {}).items():
                 writer.writerow((plan.unit, plan.param, point.value, target, metric, value))
@@ -630,14 +638,14 @@ def sweep_table(result: SweepResult) -> str:
         metric for target in plan.area_targets for metric in TARGETS[target].metrics))
     fmax_column = ["Fmax MHz"] if plan.fmax_targets else []
     row_targets = list(dict.fromkeys([*plan.area_targets, *plan.fmax_targets]))
-    header = [plan.param, "target", *metric_columns, *fmax_column]
+    header = [plan.param, "latency (cycles)", "target", *metric_columns, *fmax_column]
     rows = ["| " + " | ".join(header) + " |",
-            "|---|---|" + "---:|" * (len(metric_columns) + len(fmax_column))]
+            "|---|---:|---|" + "---:|" * (len(metric_columns) + len(fmax_column))]
     notes = []
     for point in result.points:
         value = str(point.value).replace("|", "\\|")
         if not point.ok:
-            rows.append(f"| {value} | failed | " + " | ".join(
+            rows.append(f"| {value} | - | failed | " + " | ".join(
                 "-" for _ in metric_columns + fmax_column) + " |")
             notes.append(f"- {plan.param}={value}: {_first_line(point.error)}")
             continue
@@ -651,7 +659,8 @@ def sweep_table(result: SweepResult) -> str:
             if fmax_column:
                 cells.append(_cell(point, "fmax", target, plan.fmax_targets,
                                    lambda run: f"{run['fmax_mhz']:.1f}"))
-            rows.append(f"| {value} | {target} | " + " | ".join(cells) + " |")
+            latency = "-" if point.latency is None else str(point.latency)
+            rows.append(f"| {value} | {latency} | {target} | " + " | ".join(cells) + " |")
         for (flow, target), message in point.failures.items():
             notes.append(f"- {plan.param}={value} {flow} {target} failed: "
                          f"{_first_line(message)}")
@@ -698,7 +707,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path | None:
     """Draw area and Fmax against the swept parameter into the PNG `path`.
 
     Panels (only those with data): FPGA cells (LUTs solid, flip-flops dashed, per FPGA area
-    target), CMOS transistors, Fmax. Numeric values go on a numeric axis (base-2 logarithmic
+    target), CMOS transistors, Fmax, latency (the manifest's, in cycles). Numeric values go on a numeric axis (base-2 logarithmic
     if they are positive and span a factor of 8 or more), others are categories. Returns
     `path`, or None (and writes nothing) if there is nothing to plot.
     """
@@ -734,6 +743,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path | None:
         (f"{target} (nextpnr)", "o-",
          *series(lambda p, t=target: p.fmax[t]["fmax_mhz"] if t in p.fmax else None))
         for target in plan.fmax_targets]))
+    panels.append(("latency (cycles)", [("manifest", "o-", *series(lambda p: p.latency))]))
     panels = [(label, [line for line in lines if any(not math.isnan(y) for y in line[3])])
               for label, lines in panels]
     panels = [(label, lines) for label, lines in panels if lines]

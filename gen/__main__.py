@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from .registry import UNITS, parse_assignment
+from .registry import UNITS, parse_assignment, resolve_params
 from .verilog import generate
 
 
@@ -22,9 +22,9 @@ def main(argv=None):
     if args.command == "list":
         for spec in UNITS.values():
             print(f"{spec.name}: {spec.summary}")
-            print(f"    defaults: {spec.defaults}")
+            print(f"    defaults: {spec.defaults}; {_timing(spec, None)}")
             for name, overrides in spec.configs.items():
-                print(f"    config {name}: {overrides}")
+                print(f"    config {name}: {overrides}; {_timing(spec, name)}")
         return 0
 
     units = args.unit or list(UNITS)
@@ -39,6 +39,16 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _timing(spec, config):
+    """``latency N cycles, R <result>/cycle`` of a configuration (the constructor runs, the
+    circuit is not elaborated)."""
+    _, params = resolve_params(spec.name, config)
+    latency = getattr(spec.build(params), "latency", None)
+    rate = spec.results_per_cycle(params)
+    cycles = "latency ?" if latency is None else f"latency {latency} cycle{'' if latency == 1 else 's'}"
+    return cycles if rate is None else f"{cycles}, {rate:g} {spec.result}/cycle"
 
 
 if __name__ == "__main__":

@@ -31,6 +31,12 @@ class UnitSpec:
         Unit to compare area with (``make area`` prints the ratio when both are synthesized).
     ops_per_cycle : int or None
         Operations (MACs, comparisons...) per cycle at full rate, for area-efficiency figures.
+    result : str
+        What one result of the unit is (``"MAC"``, ``"vector"``...): a unit and its baseline
+        name the same thing, so their throughputs compare.
+    rate : callable or None
+        ``rate(params) -> float``: results per cycle at full rate (no backpressure, the
+        pipeline full) for resolved ``params``; throughput = Fmax x rate.
     """
 
     name: str
@@ -41,6 +47,12 @@ class UnitSpec:
     summary: str = ""
     baseline: str | None = None
     ops_per_cycle: int | None = None
+    result: str = "beat"
+    rate: object = None
+
+    def results_per_cycle(self, params):
+        """Results per cycle at full rate for resolved ``params`` (None if not declared)."""
+        return None if self.rate is None else float(self.rate(params))
 
     def build(self, params):
         """Return the component for fully resolved ``params``."""
@@ -49,13 +61,20 @@ class UnitSpec:
         return getattr(module, class_name)(**params)
 
 
+def _accllm_products(params):
+    """Products per beat of the packed multiplier (and of its plain baseline)."""
+    if params["mode"] == "w2" and params["cross_products"]:
+        return 4
+    return 2
+
+
 UNITS = {
     spec.name: spec
     for spec in [
         UnitSpec(
             name="kllm_concat",
             factory="hdl.kllm_concat:KllmConcat",
-            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16},
+            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16, "pipeline": 0},
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
                 "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
@@ -65,13 +84,15 @@ UNITS = {
                 "kllm-a3-16": {"a_bits": 3, "b_bits": 4, "lanes": 16},
             },
             testbench="verif.tb_kllm_concat",
+            result="index pair",
+            rate=lambda p: p["lanes"],
             summary="KLLM Concat array: y = (a << b_bits) | b per lane, registered",
         ),
         UnitSpec(
             name="kllm_idx_counter",
             factory="hdl.kllm_idx_counter:KllmIdxCounter",
             defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
-                      "max_len": 4096},
+                      "max_len": 4096, "pipeline": 2},
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
@@ -85,6 +106,8 @@ UNITS = {
                                "max_len": 4096},
             },
             testbench="verif.tb_kllm_idx_counter",
+            result="index",
+            rate=lambda p: p["n_inputs"],
             summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
         ),
         UnitSpec(
@@ -98,6 +121,8 @@ UNITS = {
             },
             testbench="verif.tb_orizuru",
             summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",
+            result="vector",
+            rate=lambda p: 1 / p["k"],
             baseline="orizuru_scan",
         ),
         UnitSpec(
@@ -106,6 +131,8 @@ UNITS = {
             defaults={"n": 16, "k": 2, "width": 16},
             testbench="verif.tb_orizuru",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
+            result="vector",
+            rate=lambda p: 1 / p["k"],
         ),
         UnitSpec(
             name="oaken_decomposer",
@@ -118,6 +145,8 @@ UNITS = {
                 "oaken-64": {"lanes": 64, "data_bits": 16},
             },
             testbench="verif.tb_oaken_decomposer",
+            result="element",
+            rate=lambda p: p["lanes"],
             summary="Oaken decomposer: threshold grouping, group shift, inlier/outlier lanes",
         ),
         UnitSpec(
@@ -129,6 +158,8 @@ UNITS = {
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
             testbench="verif.tb_oaken_dequantizer",
+            result="element",
+            rate=lambda p: p["lanes"],
             summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
         ),
         UnitSpec(
@@ -140,6 +171,8 @@ UNITS = {
                 "p3-pcu-pe": {},
             },
             testbench="verif.tb_p3_pe",
+            result="MAC",
+            rate=lambda p: 4,
             summary="P3-LLM PE: 4-way FP8 (E4M3/S0E4M4) x INT4/BitMoD dot product, 32-bit acc",
             baseline="fp16_mac",
             ops_per_cycle=4,
@@ -149,6 +182,8 @@ UNITS = {
             factory="hdl.fp16_mac:Fp16Mac",
             defaults={},
             testbench="verif.tb_fp16_mac",
+            result="MAC",
+            rate=lambda p: 1,
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
             ops_per_cycle=1,
         ),
@@ -175,6 +210,8 @@ UNITS = {
             },
             testbench="verif.tb_accllm_dsp_mul",
             summary="AccLLM DSP-packed multiplier: 2 (w8/w4) or 4 (w2) products per DSP48E2",
+            result="product",
+            rate=_accllm_products,
             baseline="accllm_plain_mul",
             ops_per_cycle=2,
         ),
@@ -184,6 +221,8 @@ UNITS = {
             defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False},
             testbench="verif.tb_accllm_dsp_mul",
             summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
+            result="product",
+            rate=_accllm_products,
             ops_per_cycle=2,
         ),
         UnitSpec(
@@ -199,6 +238,8 @@ UNITS = {
                 "accllm-tile": {"groups": 16, "rows": 16, "x_bits": 8, "x_signed": True},
             },
             testbench="verif.tb_accllm_sparse_selector",
+            result="selected pair",
+            rate=lambda p: p["groups"] * p["rows"],
             summary="AccLLM 2:4 sparse selector: x1/x2 = x[4g + idx1/idx2] per row, registered",
         ),
     ]

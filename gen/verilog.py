@@ -95,6 +95,9 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "signals": signal_description(component),
         "baseline": spec.baseline,
         "ops_per_cycle": spec.ops_per_cycle,
+        # Throughput at full rate: results (what ``result`` names) per cycle.
+        "result": spec.result,
+        "results_per_cycle": spec.results_per_cycle(resolved),
         # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
         # and the area targets it can be synthesized for (None: all).
         "primitives": list(getattr(component, "primitives", ())),

@@ -158,13 +158,22 @@ def test_rendering_ratios_and_cells():
                                     {"target": "ecp5-85k", "shortfall": "99/28 DSP"}]}),
     ]}
     data["rows"][0]["ops_per_cycle"], data["rows"][1]["ops_per_cycle"] = 4, 1
+    data["rows"][0].update(latency=3, result="MAC", results_per_cycle=4.0)
+    data["rows"][1].update(latency=2, result="MAC", results_per_cycle=1.0)
     markdown = render_markdown(data)
-    assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 | 100.0 | 40.0 (85F) |" in markdown
+    # Throughput = Fmax x results per cycle: u 100 x 4 (iCE40), 40 x 4 (85F); b 80 x 1.
+    assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 | 100.0 | 40.0 (85F) | 3 | 4 MAC | " \
+           "400 / 160 |" in markdown
     assert "| `b` (baseline) | 200 / 10 / 0 / 0 | n/a | n/a | 1,000 | 80.0 | " \
-           "does not fit (99/28 DSP) |" in markdown
+           "does not fit (99/28 DSP) | 2 | 1 MAC | 80 / n/a |" in markdown
     # LUT 50/200, transistors 3000/1000, Fmax 100/80; figures one side lacks are n/a.
-    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a | 4 / 1 |" \
-        in markdown
+    # Throughput per iCE40 LUT: (400 / 50) / (80 / 200) = 20.
+    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a | n/a | " \
+           "20.00 | n/a | 4 / 1 |" in markdown
+    # A report written before latency and rates were recorded still renders (n/a).
+    for row in data["rows"]:
+        del row["latency"], row["result"], row["results_per_cycle"]
+    assert "| 40.0 (85F) | n/a | n/a | n/a / n/a |" in render_markdown(data)
     rows = list(csv.DictReader(io.StringIO(render_csv(data))))
     assert {"row": "u", "unit": "u", "config": "", "params": "", "target": "ecp5-85k",
             "metric": "fmax_mhz", "value": "40.0"} in rows

@@ -158,7 +158,7 @@ def test_reports_of_a_categorical_sweep(build_dir):
             "cmos": {"transistors": 9000, "cells": 700, "uncosted_cells": 0}}
     fmax = {"fmax_mhz": 51.234, "resources": {"LC": 40, "DSP": 1, "BRAM": 0}, "wrapper_ff": 30}
     points = [
-        PointResult("w2", params={}, area=area, fmax={"ice40": fmax}),
+        PointResult("w2", params={}, area=area, fmax={"ice40": fmax}, latency=3),
         PointResult("w4", params={}, area={"ice40": area["ice40"]}, fmax={"ice40": fmax},
                     failures={("area", "cmos"): "SynthError: yosys exited with code 1\n"
                                                 "ERROR: out of memory"}),
@@ -170,17 +170,20 @@ def test_reports_of_a_categorical_sweep(build_dir):
 
     rows = list(csv.DictReader(io.StringIO(sweep_csv(result))))
     assert tuple(rows[0]) == CSV_COLUMNS
-    assert len(rows) == 5 + 3 + 5 + 5 + 5 + 3      # w2: ice40, cmos, fmax; w4: ice40, fmax; w8
+    # w2: latency, ice40, cmos, fmax; w4: ice40, fmax; w8: cmos
+    assert len(rows) == 1 + 5 + 3 + 5 + 5 + 5 + 3
     assert {row["param_value"] for row in rows} == {"w2", "w4", "w8"}
+    assert _metrics(rows)["w2", "manifest", "latency"] == "3"
     assert _metrics(rows)["w2", "ice40", "fmax_mhz"] == "51.23"
     assert _metrics(rows)["w2", "ice40", "pnr_LC"] == "40"
 
     table = sweep_table(result)
-    assert "| mode | target | LUT | FF | CARRY | DSP | BRAM | transistors | cells " \
-           "| uncosted_cells | Fmax MHz |" in table
-    assert "| w4 | cmos | - | - | - | - | - | failed | failed | failed | - |" in table
-    assert "| w8 | ice40 | skipped |" in table
-    assert "| w3 | failed |" in table
+    assert "| mode | latency (cycles) | target | LUT | FF | CARRY | DSP | BRAM | transistors " \
+           "| cells | uncosted_cells | Fmax MHz |" in table
+    assert "| w2 | 3 | ice40 | 10 | 5 |" in table
+    assert "| w4 | - | cmos | - | - | - | - | - | failed | failed | failed | - |" in table
+    assert "| w8 | - | ice40 | skipped |" in table
+    assert "| w3 | - | failed |" in table
     assert "- mode=w3: ValueError: mode must be one of" in table
     assert "- mode=w4 area cmos failed: SynthError: yosys exited with code 1 " \
            "(ERROR: out of memory)" in table
@@ -217,10 +220,14 @@ def test_local_sweep_area_follows_the_unit(local_sweep):
     assert local_sweep["status"] == 0, local_sweep["stderr"]
     rows = local_sweep["rows"]
     assert {(row["unit"], row["param"], row["target"]) for row in rows} == \
-        {("kllm_concat", "lanes", "ice40")}
+        {("kllm_concat", "lanes", "ice40"), ("kllm_concat", "lanes", "manifest")}
     metrics = _metrics(rows)
+    latency = {value: int(v) for (value, target, metric), v in metrics.items()
+               if (target, metric) == ("manifest", "latency")}
+    assert set(latency) == {str(lanes) for lanes in LANES} and min(latency.values()) >= 1
     for lanes in LANES:
-        assert {metric for value, _, metric in metrics if value == str(lanes)} == \
+        assert {metric for value, target, metric in metrics
+                if value == str(lanes) and target == "ice40"} == \
             {"LUT", "FF", "CARRY", "DSP", "BRAM"}
     sweep_dir = local_sweep["build_dir"] / "sweep" / "kllm_concat-lanes"
     previous = None
@@ -237,8 +244,9 @@ def test_local_sweep_area_follows_the_unit(local_sweep):
         if previous is not None:
             assert all(current[m] >= previous[m] for m in current), (previous, current)
         previous = current
-    assert "| lanes | target | LUT | FF | CARRY | DSP | BRAM |" in local_sweep["stdout"]
-    assert "| 4 | ice40 | " in local_sweep["stdout"]
+    assert "| lanes | latency (cycles) | target | LUT | FF | CARRY | DSP | BRAM |" \
+        in local_sweep["stdout"]
+    assert f"| 4 | {latency['4']} | ice40 | " in local_sweep["stdout"]
     png = local_sweep["png"]
     assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 0
 
@@ -249,7 +257,7 @@ def test_invalid_value_fails_alone_and_fmax_runs(build_dir, capsys):
     captured = capsys.readouterr()
     refusal = _refusal(lanes=0)
     assert f"- lanes=0: ValueError: {refusal}" in captured.out
-    assert "| 0 | failed |" in captured.out
+    assert "| 0 | - | failed |" in captured.out
     rows = _rows(build_dir / "reports" / "sweep-kllm_concat-lanes.csv")
     assert {row["param_value"] for row in rows} == {"2"}
     metrics = _metrics(rows)
@@ -265,7 +273,7 @@ def test_invalid_value_fails_alone_and_fmax_runs(build_dir, capsys):
 def test_all_points_failed_exits_1(build_dir, capsys):
     assert main(_sweep_args(build_dir, 0, 5000)) == 1
     captured = capsys.readouterr()
-    assert "| 0 | failed |" in captured.out and "| 5000 | failed |" in captured.out
+    assert "| 0 | - | failed |" in captured.out and "| 5000 | - | failed |" in captured.out
     assert not (build_dir / "reports" / "sweep-kllm_concat-lanes.csv").exists()
 
 
