@@ -52,7 +52,8 @@ def test_cli_writes_verilog_and_manifest(tmp_path):
     assert "module kllm_concat(" in text
     assert str(tmp_path) not in text
     manifest = json.loads((out / "kllm_concat.json").read_text())
-    assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5}
+    assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5,
+                                  "pipeline": UNITS["kllm_concat"].defaults["pipeline"]}
     assert manifest["ports"]["i"]["direction"] == "in"
     assert manifest["ports"]["o"]["payload"]["width"] == 5 * 7
 
@@ -163,3 +164,33 @@ def test_payload_codec_rejects_out_of_range_fields():
         codec.pack_batch({"s": np.array([8])})
     with pytest.raises(KeyError, match="'s' is missing"):
         codec.pack_batch({"t": np.array([0])})
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_every_unit_takes_pipeline_and_states_its_latency(unit):
+    """SPEC section 0: every unit and baseline takes ``pipeline`` (0 = lowest latency, the
+    default closes timing) and states its latency; the registry states its rate."""
+    spec = UNITS[unit]
+    assert "pipeline" in spec.defaults, f"{unit}: no pipeline parameter in the registry"
+    for config in [None, *spec.configs]:
+        _, params = resolve_params(unit, config)
+        low = spec.build({**params, "pipeline": 0}).latency
+        default = spec.build(params).latency
+        assert isinstance(low, int) and isinstance(default, int), (config, low, default)
+        assert 1 <= low <= default, (config, low, default)
+        assert spec.results_per_cycle(params) > 0
+    _, params = resolve_params(unit)
+    with pytest.raises(ValueError, match=r"pipeline must be in range 0\.\."):
+        spec.build({**params, "pipeline": -1})
+    with pytest.raises(TypeError, match=r"pipeline must be an integer"):
+        spec.build({**params, "pipeline": 1.0})
+
+
+def test_manifest_states_latency_and_rate(tmp_path):
+    for depth in (0, None):
+        overrides = {} if depth is None else {"pipeline": depth}
+        generate("p3_pe", overrides, tmp_path / str(depth))
+        manifest = json.loads((tmp_path / str(depth) / "p3_pe.json").read_text())
+        spec, params = resolve_params("p3_pe", None, overrides)
+        assert manifest["latency"] == spec.build(params).latency
+        assert (manifest["result"], manifest["results_per_cycle"]) == ("MAC", 4.0)
