@@ -25,7 +25,11 @@ random_dot_products_backpressure
 full_rate_latency
     No backpressure: short dot products and a block with ``last`` on every beat. Checks that
     ``i`` accepts a beat every cycle and that each result leaves exactly ``latency`` cycles
-    after its ``last`` beat.
+    after its ``last`` beat (the manifest's ``latency``, which the unit's ``pipeline`` sets).
+
+The results are checked in order and the streams by their valid/ready rules only: apart from
+the latency check of ``full_rate_latency``, nothing depends on the unit's depth, and the bench
+passes at every ``pipeline`` value.
 """
 
 import os
