@@ -24,7 +24,10 @@ multipliers, left to the synthesizer):
 Modes ``w8``, ``w4`` and ``w2`` (the two wanted products X1 W1 and X2 W2), and ``w2`` with
 ``cross_products=True`` (all four products). Columns: cells of the mapped netlist (DSP, LUT,
 CARRY, FF; see :data:`fpga.yosys.TARGETS`), products per beat and per DSP, the accumulation
-limit of the packed rows (:func:`hdl.accllm_dsp_mul.accumulation_limit`) and the latency.
+limit of the packed rows (:func:`hdl.accllm_dsp_mul.accumulation_limit`) and the latency in
+cycles. Every row is built at the default ``pipeline`` (the timing-closed depth: the DSP48E2's
+full pipeline; the SB_MAC16 / MULT18X18D registers in use); the plain multipliers are built for
+the row's family (``AccllmPlainMul(target=...)``).
 
 Each row's Verilog is generated into ``<build-dir>/accllm_table/<row-id>/`` and synthesized
 there (Yosys runs in ``<row-id>/<unit>-<target>/``); the table goes to standard output and to
@@ -304,7 +307,9 @@ def _packed_row(mode, cross, target, design_target, variant, x_bits, base, *, no
 
 
 def _plain_row(mode, cross, target, x_bits, base, *, note="") -> Row:
-    params = {**base, "x_bits": x_bits}
+    # The baseline built for the same family: on ECP5 its operands sit in the MULT18X18D input
+    # registers, as the packed design's do (AccllmPlainMul's ``target``).
+    params = {**base, "x_bits": x_bits, "target": target}
     component = AccllmPlainMul(**params)
     return Row(row_id=_row_id(mode, cross, target, "plain", x_bits), mode=mode,
                cross_products=cross, target=target, variant=PLAIN_VARIANT, x_bits=x_bits,
@@ -424,8 +429,9 @@ def report_markdown(rows: Sequence[Row], results: dict[str, SynthResult], versio
         "",
         f"{version}; cells counted in the flattened, mapped netlist. DSP counts DSP48E2 on "
         "xilinx, MULT18X18D and ALU54B on ecp5, SB_MAC16 on ice40. Activations signed; "
-        "latency in cycles; the accumulation limit is the number of packed products that may "
-        "be summed before a field overflows (`accumulation_limit`).",
+        "every design at its default `pipeline`; latency in cycles (input beat to output "
+        "beat); the accumulation limit is the number of packed products that may be summed "
+        "before a field overflows (`accumulation_limit`).",
         "",
         table_markdown(rows, results),
         "",

@@ -143,14 +143,16 @@ REPORT_ROWS: tuple[ReportRow, ...] = (
 
 def baseline_row(row: ReportRow) -> ReportRow | None:
     """The registered baseline of `row`'s unit, with every parameter the two units share set
-    to `row`'s value (None if the unit has no baseline)."""
+    to `row`'s value except ``pipeline`` (each circuit at its own timing-closed default
+    depth); None if the unit has no baseline."""
     spec = UNITS[row.unit]
     if spec.baseline is None:
         return None
     baseline_defaults = UNITS[spec.baseline].defaults
     params = row.params
     overrides = tuple((key, params[key]) for key in baseline_defaults
-                      if key in params and params[key] != baseline_defaults[key])
+                      if key in params and key != "pipeline"
+                      and params[key] != baseline_defaults[key])
     return ReportRow(spec.baseline, None, overrides, baseline_of=row.label)
 
 

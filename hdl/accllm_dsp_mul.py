@@ -5,10 +5,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import check_choice, check_int
-from .stream_stage import output_register
+from .stream_stage import StallPipeline, check_pipeline
 
-__all__ = ["AccllmDspMul", "AccllmPlainMul", "MODES", "TARGETS", "LATENCY", "W_BITS", "W2_FIELDS", "W8_FIELDS",
-           "packing", "product_range", "accumulation_limit", "rounding_constant"]
+__all__ = ["AccllmDspMul", "AccllmPlainMul", "MODES", "TARGETS", "CUTS", "MAX_PIPELINE",
+           "DEFAULT_PIPELINE", "W_BITS", "W2_FIELDS", "W8_FIELDS", "packing", "product_range",
+           "accumulation_limit", "rounding_constant", "dsp48e2_registers"]
 
 MODES = ("w8", "w4", "w2")
 TARGETS = ("generic", "xilinx", "ecp5", "ice40")
@@ -23,8 +24,15 @@ W2_X_SHIFT, W2_W_SHIFT = 10, 22      # B = X1 + (X2 << 10), D = W2 << 22
 W8_W_SHIFT = 18                      # A = W2 << 18
 #: Signed hard multipliers of the fabric targets: operand width (both operands) and primitive.
 FABRIC_MULTIPLIERS = {"ecp5": (18, "MULT18X18D"), "ice40": (16, "SB_MAC16")}
-#: Cycles from a beat accepted on ``i`` to its result on ``o``, per target.
-LATENCY = {"generic": 1, "xilinx": 4, "ecp5": 1, "ice40": 1}
+#: Register cuts in front of the output register, in the order ``pipeline`` adds them (a unit
+#: built with ``pipeline = n`` has the first ``n``). ``product``: the multiplier's output (the
+#: DSP48E2's M register); ``operands``: the multiplier's operands, after the pre-adder (AD and
+#: B); ``inputs``: the raw inputs, in front of the pre-adder (A, B, D).
+CUTS = ("product", "operands", "inputs")
+MAX_PIPELINE = len(CUTS)
+#: Registers on both sides of every multiplier and in front of the pre-adder: the DSP48E2's
+#: full pipeline, and on ECP5 / iCE40 the registers the hard multiplier needs (see the class).
+DEFAULT_PIPELINE = 3
 #: Vendor primitives each target instantiates (a simulation needs a model of each).
 PRIMITIVES = {"generic": (), "xilinx": ("DSP48E2",), "ecp5": (), "ice40": ()}
 #: Area targets each target can be synthesized for (the DSP48E2 exists only on xilinx).
@@ -44,6 +52,32 @@ OPMODE_W = {"0": 0b00, "P": 0b01, "RND": 0b10, "C": 0b11}
 
 def _opmode(w, z):
     return (OPMODE_W[w] << 7) | (OPMODE_Z[z] << 4) | OPMODE_X_Y_M
+
+
+def dsp48e2_registers(pipeline):
+    """Register attributes of the DSP48E2 for a ``pipeline`` depth (0..3).
+
+    PREG is always used (P holds the output beat, and the accumulation); ``product`` adds MREG,
+    ``operands`` ADREG and BREG = 1, ``inputs`` AREG = DREG = 1 and BREG = 2 (B's second
+    register lines it up with A + D). CREG and OPMODEREG are used from depth 1 on (C and OPMODE
+    then enter the DSP one stage before P, like M); at depth 0 they are combinational.
+    """
+    cuts = CUTS[:check_pipeline(pipeline, max_value=MAX_PIPELINE)]
+    areg = int("inputs" in cuts)
+    breg = int("operands" in cuts) + int("inputs" in cuts)
+    control = int(bool(cuts))
+    return {"AREG": areg, "ACASCREG": areg, "BREG": breg, "BCASCREG": breg, "DREG": areg,
+            "ADREG": int("operands" in cuts), "MREG": int("product" in cuts), "PREG": 1,
+            "CREG": control, "OPMODEREG": control}
+
+
+def _kept_register(m, pipe, value, name):
+    """``value`` registered at ``pipe``'s clock enable, with the Verilog attribute ``keep`` (no
+    bit is trimmed by synthesis)."""
+    register = Signal(value.shape(), name=name, reset_less=True, attrs={"keep": 1})
+    with m.If(pipe.ce):
+        m.d.sync += register.eq(value)
+    return register
 
 
 def product_range(x_bits, w_bits, x_signed):
@@ -143,22 +177,54 @@ class AccllmDspMul(wiring.Component):
 
     Targets
     -------
-    ``generic`` (latency 1)
+    ``generic``
         ``(A + D) * B`` with Amaranth's ``*``; the fields are read with a borrow chain,
         ``f = sext(R mod 2^w)``, ``R <- (R >> w) + R[w-1]``. In mode ``w2`` B gets 19 bits,
         because ``X1 + (X2 << 10)`` leaves the signed 18-bit range for some inputs.
-    ``xilinx`` (latency 4)
-        One instantiated DSP48E2 (AREG = DREG = ADREG = MREG = PREG = 1, BREG = 2): the
-        pre-adder ``A + D`` inside the DSP (``AMULTSEL = "AD"``). The post-adder adds the
-        rounding constant ``RND`` (:func:`rounding_constant`), after which every field is a
-        slice of P: no fabric adder. In mode ``w2``, B is the concatenation
-        ``{X2, 0.., X1 mod 2^x_bits}``, which always fits the 18-bit port; the difference to
-        ``X1 + (X2 << 10)`` (``2^x_bits`` when X1 < 0; ``-2^18`` when an unsigned 8-bit X2 is
-        >= 128) times ``A + D`` is cancelled through the C port, read from a 32-entry table of
-        (W1, W2, flag). Backpressure stalls the DSP pipeline through its clock enables.
-    ``ecp5``, ``ice40`` (latency 1)
+    ``xilinx``
+        One instantiated DSP48E2 with the pre-adder ``A + D`` inside (``AMULTSEL = "AD"``).
+        The post-adder adds the rounding constant ``RND`` (:func:`rounding_constant`), after
+        which every field is a slice of P: no fabric adder. In mode ``w2``, B is the
+        concatenation ``{X2, 0.., X1 mod 2^x_bits}``, which always fits the 18-bit port; the
+        difference to ``X1 + (X2 << 10)`` (``2^x_bits`` when X1 < 0; ``-2^18`` when an unsigned
+        8-bit X2 is >= 128) times ``A + D`` is cancelled through the C port, read from a
+        32-entry table of (W1, W2, flag). Backpressure stalls the DSP pipeline through its
+        clock enables.
+    ``ecp5``, ``ice40``
         Mode ``w4`` only: ``X * (W1 + (W2 << s))`` in one MULT18X18D (s = 13) or SB_MAC16
         (s = 11, so x_bits <= 7); see :func:`packing`. Other modes raise ``ValueError``.
+
+    Pipeline
+    --------
+    ``pipeline`` (0..3, default 3) adds register cuts in front of the output register, in the
+    order of :data:`CUTS`; the latency is ``1 + pipeline`` on every target:
+
+    ======== ============================================ =====================================
+    pipeline fabric targets (generic, ecp5, ice40)        xilinx (:func:`dsp48e2_registers`)
+    ======== ============================================ =====================================
+    0        output register only (today's circuit)       PREG (CREG, OPMODEREG combinational)
+    1        + the product, right after the multiplier    + MREG, CREG, OPMODEREG
+    2        + the multiplier's operands, after the       + ADREG, BREG = 1
+             pre-adder (generic) / the packed weight
+             ``W1 + (W2 << s)`` (ecp5, ice40)
+    3        + the raw inputs, in front of the pre-adder  + AREG, DREG, BREG = 2 (full pipeline)
+    ======== ============================================ =====================================
+
+    The output register holds the fields (fabric: after the borrow chain and, with
+    ``acc_depth`` > 1, the accumulator; xilinx: P itself). On ``ice40`` the operand and product
+    registers (``pipeline`` >= 2) are the ones Yosys absorbs into the SB_MAC16 (A_REG, B_REG and
+    the output register, TOPOUTPUT_SELECT = BOTOUTPUT_SELECT = 01, held through AHOLD / BHOLD /
+    OHOLD; the product register is marked ``keep`` so that Yosys does not trim its sign-copy top
+    bit, which would stop the absorption), so that nextpnr, which does not time the SB_MAC16's
+    inside, leaves no combinational path through it. On ``ecp5`` Yosys maps ``*`` to an
+    unregistered MULT18X18D and absorbs no register; from ``pipeline`` = 2 the unit therefore
+    instantiates the MULT18X18D with its input registers holding the operands
+    (``REG_INPUTA_CLK`` = ``REG_INPUTB_CLK`` = ``"CLK0"``, CE0 = the stage enable; simulation
+    model ``verif/models/MULT18X18D.v``), and the product register stays in fabric right after
+    it: nextpnr times that path through the multiplier (fabric registers on both sides of an
+    unregistered MULT18X18D stop at about 145 MHz). Such a design synthesizes for ECP5 only
+    (``synth_targets``). On ``xilinx`` the fabric holds only the valid chain and, in mode
+    ``w2``, the C-port table key (``pipeline - 1`` stages of 5 bits from depth 2 on).
 
     Accumulation (``acc_depth`` > 1)
     --------------------------------
@@ -182,6 +248,8 @@ class AccllmDspMul(wiring.Component):
         ``"generic"``, ``"xilinx"``, ``"ecp5"`` or ``"ice40"``.
     acc_depth : int
         1 (default: every beat gives its products) up to :func:`accumulation_limit`.
+    pipeline : int
+        Register cuts, 0..3 (default 3; see above).
 
     Members
     -------
@@ -191,8 +259,15 @@ class AccllmDspMul(wiring.Component):
     o : ``Out(stream.Signature(out_layout))``
         ``p1``, ``p2`` (``w8``/``w4``) or ``p11``, ``p22`` [, ``p12``, ``p21``] (``w2``)
         [, ``last``]; ``x_bits + w_bits`` bits signed, wider sums when accumulating.
+    latency : int
+        ``1 + pipeline``: cycles from the transfer of an input beat to its output beat being
+        valid (with ``acc_depth`` > 1: from the transfer of a run's closing beat to the run's
+        sum), with ``o.ready`` held high.
 
-    Latency: :data:`LATENCY` per target; one beat per cycle.
+    Latency and throughput: ``1 + pipeline`` cycles on every target; one beat per cycle
+    sustained at every depth. Every register of a stage, inside the DSP48E2 as well, loads on
+    one clock enable ``~o.valid | o.ready`` (``i.ready`` is that enable, combinational in
+    ``o.ready``); ``o.valid`` and ``o.payload`` come from registers (on xilinx: P).
 
     Raises
     ------
@@ -202,7 +277,7 @@ class AccllmDspMul(wiring.Component):
     """
 
     def __init__(self, *, mode="w4", x_signed=True, x_bits=8, cross_products=False,
-                 target="generic", acc_depth=1):
+                 target="generic", acc_depth=1, pipeline=DEFAULT_PIPELINE):
         self.mode = check_choice("mode", mode, MODES)
         if not isinstance(x_signed, bool):
             raise TypeError(f"x_signed must be a bool, not {x_signed!r}")
@@ -223,9 +298,11 @@ class AccllmDspMul(wiring.Component):
                 f"acc_depth must be in range 1..{self.acc_limit} (the accumulation limit of "
                 f"mode {self.mode!r} on target {self.target!r} with x_bits={self.x_bits}, "
                 f"x_signed={x_signed}: the guard bits of the narrowest field), not {acc_depth}")
-        self.latency = LATENCY[self.target]
-        self.primitives = PRIMITIVES[self.target]
-        self.synth_targets = SYNTH_TARGETS.get(self.target)
+        self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
+        #: The register cuts in front of the output register (the first ``pipeline`` of CUTS).
+        self.cuts = CUTS[:self.pipeline]
+        self.latency = 1 + self.pipeline
+        self._set_primitives()
         self.w_bits = W_BITS[self.mode]
         self.p_bits = self.x_bits + self.w_bits
         lo, hi = product_range(self.x_bits, self.w_bits, x_signed)
@@ -249,6 +326,16 @@ class AccllmDspMul(wiring.Component):
             "o": Out(stream.Signature(self.out_layout)),
         })
 
+    def _set_primitives(self):
+        """Vendor primitives the Verilog instantiates and the area targets it allows: the
+        DSP48E2 (xilinx), the MULT18X18D holding the operand registers (ecp5 with the
+        ``operands`` cut)."""
+        self.primitives = PRIMITIVES[self.target]
+        self.synth_targets = SYNTH_TARGETS.get(self.target)
+        if self.target == "ecp5" and "operands" in self.cuts:
+            self.primitives = ("MULT18X18D",)
+            self.synth_targets = ("ecp5",)
+
     @property
     def products(self):
         """Names of the product outputs, in payload order."""
@@ -271,42 +358,121 @@ class AccllmDspMul(wiring.Component):
             m.d.sync += count.eq(Mux(close, 0, count + 1))
         return first, close
 
+    def _pipe(self, m, close):
+        """The valid chain and clock enable of every stage (accumulating: only a run's closing
+        beat is emitted)."""
+        return StallPipeline(m, self.i, self.o, latency=self.latency,
+                             emit=close if self.acc_depth > 1 else None, name="mul")
+
     # --- fabric targets: generic, ecp5, ice40 --------------------------------------------
 
-    def _fabric_product(self, m):
-        p = self.i.payload
+    def _operands(self, m, p):
+        """Return the multiplier's operands from payload ``p``: ``(A + D, B)`` (generic) or
+        ``(W1 + (W2 << s), X)`` (ecp5, ice40), and the width of the packed word."""
         if self.target == "generic":
-            a = Signal(signed(AD_BITS))
-            d = Signal(signed(AD_BITS))
-            ad = Signal(signed(AD_BITS))          # the pre-adder: 27 bits, as in the DSP48E2
+            a = Signal(signed(AD_BITS), name="a_port")
+            d = Signal(signed(AD_BITS), name="d_port")
+            ad = Signal(signed(AD_BITS), name="ad")   # the pre-adder: 27 bits, as in the DSP48E2
             if self.mode == "w2":
-                b = Signal(signed(B_BITS + 1))    # room for X1 + (X2 << 10)
+                b = Signal(signed(B_BITS + 1), name="b_port")   # room for X1 + (X2 << 10)
                 m.d.comb += [a.eq(p.w1), d.eq(p.w2 << W2_W_SHIFT),
                              b.eq(p.x1 + (p.x2 << W2_X_SHIFT))]
             else:
-                b = Signal(signed(B_BITS))
+                b = Signal(signed(B_BITS), name="b_port")
                 m.d.comb += [a.eq(p.w2 << W8_W_SHIFT), d.eq(p.w1), b.eq(p.x)]
-            product = Signal(signed(P_BITS))
-            m.d.comb += [ad.eq(a + d), product.eq(ad * b)]
-            return product
+            m.d.comb += ad.eq(a + d)
+            return ad, b, P_BITS
         bits, _ = FABRIC_MULTIPLIERS[self.target]
         shift = self.fields[1][1]
-        packed_w = Signal(signed(bits))           # W1 + (W2 << s): inside the signed port
-        x = Signal(signed(bits))
-        product = Signal(signed(2 * bits))
-        m.d.comb += [packed_w.eq(p.w1 + (p.w2 << shift)), x.eq(p.x), product.eq(packed_w * x)]
-        return product
+        packed_w = Signal(signed(bits), name="packed_w")   # W1 + (W2 << s): inside the port
+        m.d.comb += packed_w.eq(p.w1 + (p.w2 << shift))
+        return packed_w, p.x, 2 * bits
+
+    @staticmethod
+    def _mult18x18d(m, a, b, ce, name="mult"):
+        """Return ``a * b`` (36 bits, signed) from an instantiated MULT18X18D whose input
+        registers (clock CLK0, enable CE0 = ``ce``) hold the operands."""
+        a18, b18 = Signal(signed(18), name=f"{name}_a"), Signal(signed(18), name=f"{name}_b")
+        p = Signal(signed(36), name=f"{name}_p")
+        m.d.comb += [a18.eq(a), b18.eq(b)]
+        zero = Const(0, 1)
+        ports = {f"i_A{k}": a18[k] for k in range(18)}
+        ports.update({f"i_B{k}": b18[k] for k in range(18)})
+        ports.update({f"i_C{k}": zero for k in range(18)})
+        ports.update({f"o_P{k}": p[k] for k in range(36)})
+        # Outputs not used here, bound so that every pin of the instance is connected (the
+        # cascade inputs SRIA/SRIB stay open: nextpnr cannot route a constant to them, and the
+        # model in verif/models leaves them out).
+        unused = Signal(5 * 18 + 1, name=f"{name}_unused")
+        outputs = [f"{port}{k}" for port in ("SROA", "SROB", "ROA", "ROB", "ROC")
+                   for k in range(18)] + ["SIGNEDP"]
+        ports.update({f"o_{pin}": unused[k] for k, pin in enumerate(outputs)})
+        m.submodules[name] = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+            p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+            p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE", p_REG_OUTPUT_CLK="NONE",
+            p_GSR="DISABLED", p_RESETMODE="SYNC", p_MULT_BYPASS="DISABLED",
+            i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=zero, i_SOURCEB=zero,
+            i_CLK0=ClockSignal(), i_CLK1=zero, i_CLK2=zero, i_CLK3=zero,
+            i_CE0=ce, i_CE1=zero, i_CE2=zero, i_CE3=zero,
+            i_RST0=zero, i_RST1=zero, i_RST2=zero, i_RST3=zero,
+            **ports)
+        return p
 
     def _elaborate_fabric(self, m):
+        accumulating = self.acc_depth > 1
         first, close = self._runs(m)
-        product = self._fabric_product(m)
-        load = output_register(m, self.i, self.o, emit=close)
-        total = product
-        if self.acc_depth > 1:
-            acc = Signal(signed(len(product)), name="acc")      # the sum of the run so far
-            total = Signal(signed(len(product)), name="acc_total")
-            m.d.comb += total.eq(Mux(first, product, acc + product))
-            with m.If(load):
+        pipe = self._pipe(m, close)
+        depth = 0                                   # registers passed so far
+
+        def cut(name, values):
+            nonlocal depth
+            if name not in self.cuts:
+                return values
+            depth += 1
+            return {key: pipe.stage(value, name=f"{name}_{key}") for key, value in values.items()}
+
+        def run_flags(values):
+            return {key: values[key] for key in ("first", "last") if key in values}
+
+        flags = {"first": first, "last": self.i.payload.last} if accumulating else {}
+        values = cut("inputs", {"payload": self.i.payload, **flags})
+        # Operand and product registers at the natural widths of the multiply, with nothing
+        # between them and ``*``: the shape Yosys' ice40_dsp absorbs into the SB_MAC16.
+        a, b, word_bits = self._operands(m, values["payload"])
+        product = Signal((a * b).shape(), name="product")
+        if self.target == "ecp5" and "operands" in self.cuts:
+            # The operand registers are the MULT18X18D's own input registers (Yosys maps ``*``
+            # to an unregistered MULT18X18D and absorbs no register on ECP5).
+            depth += 1
+            values = {key: pipe.stage(value, name=f"operands_{key}")
+                      for key, value in run_flags(values).items()}
+            m.d.comb += product.eq(self._mult18x18d(m, a, b, pipe.ce))
+        else:
+            values = cut("operands", {"a": a, "b": b, **run_flags(values)})
+            m.d.comb += product.eq(values["a"] * values["b"])
+        if self.target == "ice40" and "product" in self.cuts:
+            # Yosys trims the product register's top bit when the fields never read it (it
+            # copies the sign), and ice40_dsp then no longer absorbs the register into the
+            # SB_MAC16 (it must cover the whole product): ``keep`` holds the full width.
+            depth += 1
+            flags = run_flags(values)
+            values = {key: pipe.stage(value, name=f"product_{key}")
+                      for key, value in flags.items()}
+            values["product"] = _kept_register(m, pipe, product, "product_product")
+        else:
+            values = cut("product", {"product": product, **run_flags(values)})
+        total = Signal(signed(word_bits), name="word")
+        m.d.comb += total.eq(values["product"])
+        if accumulating:
+            acc = Signal(signed(word_bits), name="acc")    # the sum of the run so far
+            word = total
+            total = Signal(signed(word_bits), name="acc_total")
+            m.d.comb += total.eq(Mux(values["first"], word, acc + word))
+            # The beat at this point of the chain (registered ``depth`` times) moves on.
+            here = pipe.beat[depth - 1] if depth else self.i.valid
+            with m.If(pipe.ce & here):
                 m.d.sync += acc.eq(total)
         rest = total
         extracted = {}
@@ -317,13 +483,12 @@ class AccllmDspMul(wiring.Component):
             above = Signal(signed(len(rest) - width + 1), name=f"rest_above_{name}")
             m.d.comb += above.eq((rest >> width) + rest[width - 1])
             rest = above
-        out = Signal(self.out_layout, reset_less=True)
-        m.d.comb += self.o.payload.eq(out)
-        with m.If(load & close):
-            m.d.sync += [getattr(out, name).eq(extracted[name][:self.sum_bits])
-                         for name in self.products]
-            if self.acc_depth > 1:
-                m.d.sync += out.last.eq(self.i.payload.last)
+        outputs = {name: extracted[name][:self.sum_bits] for name in self.products}
+        if accumulating:
+            outputs["last"] = values["last"]
+        for name, value in outputs.items():                     # the output register
+            m.d.comb += getattr(self.o.payload, name).eq(pipe.stage(value, name=f"out_{name}"))
+        assert depth + 1 == self.latency
 
     # --- xilinx: one DSP48E2 -------------------------------------------------------------
 
@@ -351,21 +516,15 @@ class AccllmDspMul(wiring.Component):
 
     def _elaborate_xilinx(self, m):
         p = self.i.payload
-        first, close = self._runs(m)
-        stages = 4
-        valid = [Signal(name=f"stage{k}_valid") for k in range(stages)]
         accumulating = self.acc_depth > 1
-        # Without accumulation every beat closes its own run: no run flags in the pipeline.
-        last_of_run = ([Signal(name=f"stage{k}_close") for k in range(stages)] if accumulating
-                       else [Const(1)] * stages)
-        first_of_run = ([Signal(name=f"stage{k}_first") for k in range(2)] if accumulating
-                        else [Const(1)] * 2)
-        ce = Signal(name="pipeline_ce")
-        m.d.comb += [
-            self.o.valid.eq(valid[-1] & last_of_run[-1]),
-            ce.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(ce),
-        ]
+        first, close = self._runs(m)
+        pipe = self._pipe(m, close)
+        ce = pipe.ce
+        registers = dsp48e2_registers(self.pipeline)
+        # C and OPMODE reach the post-adder together with M: through CREG / OPMODEREG one
+        # stage before P (depth >= 1), so the fabric delays them by latency - 2 stages; at
+        # depth 0 they are combinational from the input beat.
+        ahead = max(self.latency - 2, 0)
         # The operands: wiring only (the A port is 30 bits, of which the pre-adder uses 27).
         a = Signal(signed(30), name="a_port")
         d = Signal(signed(AD_BITS), name="d_port")
@@ -377,26 +536,10 @@ class AccllmDspMul(wiring.Component):
             b = Signal(signed(B_BITS), name="b_port")
             m.d.comb += [a.eq(p.w2 << W8_W_SHIFT), d.eq(p.w1), b.eq(p.x)]
 
-        # Fabric side of the pipeline: valid, run flags and the C-port correction inputs.
-        last_payload = [Signal(name=f"stage{k}_last") for k in range(stages)] if accumulating \
-            else None
-        with m.If(ce):
-            m.d.sync += valid[0].eq(self.i.valid)
-            m.d.sync += [valid[k].eq(valid[k - 1]) for k in range(1, stages)]
-            if accumulating:
-                m.d.sync += [last_of_run[0].eq(close), first_of_run[0].eq(first),
-                             first_of_run[1].eq(first_of_run[0])]
-                m.d.sync += [last_of_run[k].eq(last_of_run[k - 1]) for k in range(1, stages)]
-                m.d.sync += last_payload[0].eq(p.last)
-                m.d.sync += [last_payload[k].eq(last_payload[k - 1]) for k in range(1, stages)]
-
         c = Signal(P_BITS, name="c_port")
         if flag is not None:
-            key_bits = Cat(p.w1, p.w2, flag)
-            key = [Signal(len(key_bits), name=f"stage{k}_c_key") for k in range(2)]
-            with m.If(ce):
-                m.d.sync += [key[0].eq(key_bits), key[1].eq(key[0])]
-            with m.Switch(key[1]):
+            key = pipe.delay(Cat(p.w1, p.w2, flag), ahead, name="c_key")
+            with m.Switch(key):
                 for w1 in range(-2, 2):
                     for w2 in range(-2, 2):
                         case = (w1 & 3) | ((w2 & 3) << 2) | (1 << 4)
@@ -408,16 +551,21 @@ class AccllmDspMul(wiring.Component):
         else:
             z_first, w_more = "0", "0"
         opmode = Signal(9, name="opmode")
-        m.d.comb += opmode.eq(Mux(first_of_run[1], _opmode("RND", z_first),
-                                  _opmode(w_more, "P")))
+        first_at_alu = pipe.delay(first, ahead, name="first") if accumulating else Const(1)
+        m.d.comb += opmode.eq(Mux(first_at_alu, _opmode("RND", z_first), _opmode(w_more, "P")))
+        # P loads only when a beat enters it: bubbles never touch an accumulating P.
+        entering_p = pipe.beat[self.latency - 2] if self.latency >= 2 else self.i.valid
 
         product = Signal(signed(P_BITS), name="p_port")
         m.submodules.dsp = Instance(
             "DSP48E2",
             p_AMULTSEL="AD", p_BMULTSEL="B", p_PREADDINSEL="A", p_USE_MULT="MULTIPLY",
             p_USE_SIMD="ONE48", p_USE_PATTERN_DETECT="NO_PATDET",
-            p_AREG=1, p_ACASCREG=1, p_BREG=2, p_BCASCREG=2, p_DREG=1, p_ADREG=1, p_MREG=1,
-            p_PREG=1, p_CREG=1 if flag is not None else 0, p_INMODEREG=0, p_OPMODEREG=1,
+            p_AREG=registers["AREG"], p_ACASCREG=registers["ACASCREG"],
+            p_BREG=registers["BREG"], p_BCASCREG=registers["BCASCREG"],
+            p_DREG=registers["DREG"], p_ADREG=registers["ADREG"], p_MREG=registers["MREG"],
+            p_PREG=registers["PREG"], p_CREG=registers["CREG"] if flag is not None else 0,
+            p_INMODEREG=0, p_OPMODEREG=registers["OPMODEREG"],
             p_ALUMODEREG=0, p_CARRYINREG=0, p_CARRYINSELREG=0,
             p_RND=Const(rounding_constant(self.fields), P_BITS),
             i_CLK=ClockSignal(),
@@ -427,7 +575,7 @@ class AccllmDspMul(wiring.Component):
             i_ACIN=Const(0, 30), i_BCIN=Const(0, 18), i_PCIN=Const(0, 48),
             i_CARRYCASCIN=Const(0, 1), i_MULTSIGNIN=Const(0, 1),
             i_CEA1=Const(0, 1), i_CEA2=ce, i_CEB1=ce, i_CEB2=ce, i_CEC=ce, i_CED=ce,
-            i_CEAD=ce, i_CEM=ce, i_CEP=ce & valid[2], i_CECTRL=ce, i_CEINMODE=Const(0, 1),
+            i_CEAD=ce, i_CEM=ce, i_CEP=ce & entering_p, i_CECTRL=ce, i_CEINMODE=Const(0, 1),
             i_CEALUMODE=Const(0, 1), i_CECARRYIN=Const(0, 1),
             i_RSTA=Const(0, 1), i_RSTB=Const(0, 1), i_RSTC=Const(0, 1), i_RSTD=Const(0, 1),
             i_RSTM=Const(0, 1), i_RSTP=Const(0, 1), i_RSTCTRL=Const(0, 1),
@@ -447,7 +595,7 @@ class AccllmDspMul(wiring.Component):
                 bits = Cat(bits[:-1], ~bits[-1])
             m.d.comb += getattr(self.o.payload, name).eq(bits)
         if accumulating:
-            m.d.comb += self.o.payload.last.eq(last_payload[-1])
+            m.d.comb += self.o.payload.last.eq(pipe.delay(p.last, self.latency, name="last"))
 
     def elaborate(self, platform):
         m = Module()
@@ -458,7 +606,6 @@ class AccllmDspMul(wiring.Component):
         return m
 
 
-
 class AccllmPlainMul(AccllmDspMul):
     """Baseline for :class:`AccllmDspMul`: the same products from separate plain multipliers.
 
@@ -467,27 +614,58 @@ class AccllmPlainMul(AccllmDspMul):
     each left to the synthesizer (one hard multiplier per product where it maps one). The
     resource table uses it to show what packing saves.
 
+    ``pipeline`` takes the values of :class:`AccllmDspMul` and the cuts of the same names
+    (:data:`CUTS`): the output register holds the products, right after the multipliers (the
+    ``product`` cut is always there); ``operands`` (``pipeline`` >= 2) registers the inputs in
+    front of the multipliers; there is no pre-adder, so ``inputs`` adds nothing. Latency 1 at
+    ``pipeline`` 0 and 1, 2 at 2 and 3 (default); one beat per cycle.
+
+    ``target`` builds the multipliers for the same hard multiplier as the packed unit, so that
+    the two compare at the same register structure: ``ecp5`` with the ``operands`` cut
+    instantiates one MULT18X18D per product whose input registers hold the operands (as the
+    packed unit does); the other targets write ``*`` (on iCE40 Yosys absorbs both registers
+    into each SB_MAC16 that a product maps to; on Xilinx ``synth_xilinx`` maps the multipliers
+    and their registers). Every mode is accepted on every target (nothing is packed).
+
     Parameters
     ----------
-    mode, x_signed, x_bits, cross_products
+    mode, x_signed, x_bits, cross_products, pipeline
         As for :class:`AccllmDspMul`.
-
-    Latency: one cycle; one beat per cycle.
+    target : str
+        ``"generic"`` (default), ``"xilinx"``, ``"ecp5"`` or ``"ice40"``.
     """
 
     OPERANDS = {"p1": ("x", "w1"), "p2": ("x", "w2"), "p11": ("x1", "w1"), "p22": ("x2", "w2"),
                 "p12": ("x1", "w2"), "p21": ("x2", "w1")}
 
-    def __init__(self, *, mode="w4", x_signed=True, x_bits=8, cross_products=False):
+    def __init__(self, *, mode="w4", x_signed=True, x_bits=8, cross_products=False,
+                 target="generic", pipeline=DEFAULT_PIPELINE):
+        # Nothing is packed: the parent class checks the other parameters on the generic layout.
         super().__init__(mode=mode, x_signed=x_signed, x_bits=x_bits,
-                         cross_products=cross_products)
+                         cross_products=cross_products, pipeline=pipeline)
+        self.target = check_choice("target", target, TARGETS)
+        self.latency = 1 + ("operands" in self.cuts)
+        self.primitives, self.synth_targets = (), None
+        if self.target == "ecp5" and "operands" in self.cuts:
+            self.primitives, self.synth_targets = ("MULT18X18D",), ("ecp5",)
 
     def elaborate(self, platform):
         m = Module()
-        load = output_register(m, self.i, self.o)
-        with m.If(load):
-            for name in self.products:
-                x, w = self.OPERANDS[name]
-                m.d.sync += getattr(self.o.payload, name).eq(
-                    getattr(self.i.payload, x) * getattr(self.i.payload, w))
+        pipe = StallPipeline(m, self.i, self.o, latency=self.latency, name="plain")
+        hard_registers = "MULT18X18D" in self.primitives
+        operands = {name: pipe.stage(getattr(self.i.payload, name), name=f"operand_{name}",
+                                     enable="operands" in self.cuts and not hard_registers)
+                    for name in self.in_layout.members}
+        for name in self.products:
+            x, w = self.OPERANDS[name]
+            if hard_registers:    # the operand registers are the MULT18X18D's input registers
+                product = Signal((operands[x] * operands[w]).shape(), name=f"{name}_product")
+                m.d.comb += product.eq(
+                    self._mult18x18d(m, operands[x], operands[w], pipe.ce, name=f"mult_{name}"))
+            else:
+                product = operands[x] * operands[w]
+            # One register per product at the natural width of its multiply, kept whole so that
+            # Yosys' ice40_dsp can absorb it into the SB_MAC16 (see AccllmDspMul).
+            m.d.comb += getattr(self.o.payload, name).eq(
+                _kept_register(m, pipe, product, f"{name}_reg"))
         return m

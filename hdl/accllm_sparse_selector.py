@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import output_register
+from .stream_stage import StallPipeline, check_pipeline
 
 __all__ = ["AccllmSparseSelector"]
 
@@ -16,6 +16,11 @@ INDEX_BITS = 2
 #: Largest ``rows * groups * x_bits``: the output payload holds two such fields, and Amaranth's
 #: RTLIL back end refuses wires wider than 65,536 bits.
 MAX_SELECTED_BITS = 1 << 15
+#: Highest ``pipeline`` value: an input register stage in front of the multiplexers.
+MAX_PIPELINE = 1
+#: The output register alone closes timing at the paper configurations (docs/units/
+#: accllm_sparse_selector.md: 254 MHz on ECP5 for ``accllm-block``).
+DEFAULT_PIPELINE = 0
 
 
 class AccllmSparseSelector(wiring.Component):
@@ -50,6 +55,10 @@ class AccllmSparseSelector(wiring.Component):
     x_signed : bool
         Inputs signed (default) or unsigned. Only the payload shape changes; the bits are muxed
         as they are.
+    pipeline : int
+        0 (default): the multiplexers feed the output register directly. 1: the input beat
+        (``x``, ``idx1``, ``idx2``) is registered first, so that the multiplexers start at
+        flip-flops; one cycle more latency.
 
     Members
     -------
@@ -60,28 +69,36 @@ class AccllmSparseSelector(wiring.Component):
     o : ``Out(stream.Signature(out_layout))``
         Output stream; payload fields ``x1`` and ``x2`` (``rows`` x ``groups`` x ``x_bits``, the
         shape of ``x``'s lanes).
+    latency : int
+        ``1 + pipeline``: cycles from the transfer on ``i`` to the corresponding beat being
+        valid on ``o`` (with ``o.ready`` high).
 
     In every array field the first index is the least significant: lane 0, and row 0 before
     row 1 (``idx1[r][g]`` sits at bit ``2 (r groups + g)`` of the field).
 
-    Latency and throughput: one cycle from the transfer on ``i`` to ``o.valid``; one beat per
-    cycle sustained. ``i.ready = ~o.valid | o.ready`` is combinational in ``o.ready`` (one
-    register stage); ``o.valid`` and ``o.payload`` come straight from flip-flops.
+    The default ``pipeline = 0`` already closes timing (``accllm-block``: 261 MHz on ECP5-25F,
+    102 MHz on iCE40 UP5K); both depths are limited by the fan-out of the clock enable to the
+    payload registers, so ``pipeline = 1`` does not raise Fmax in the project's flow (see
+    docs/units/accllm_sparse_selector.md).
+
+    Latency and throughput: ``1 + pipeline`` cycles from the transfer on ``i`` to ``o.valid``;
+    one beat per cycle sustained at every depth. Every stage loads on one clock enable,
+    ``i.ready = ~o.valid | o.ready`` (combinational in ``o.ready``); ``o.valid`` and
+    ``o.payload`` come straight from flip-flops.
 
     Raises
     ------
     TypeError
-        If ``groups``, ``rows`` or ``x_bits`` is not an integer, or ``x_signed`` not a bool.
+        If ``groups``, ``rows``, ``x_bits`` or ``pipeline`` is not an integer, or ``x_signed``
+        not a bool.
     ValueError
-        If ``groups``, ``rows`` or ``x_bits`` is outside its range, or
+        If ``groups``, ``rows``, ``x_bits`` or ``pipeline`` is outside its range, or
         ``rows * groups * x_bits`` exceeds 32,768 (the output payload, twice that, would exceed
         Amaranth's 65,536-bit wire limit; e.g. 64 rows of 64 groups need ``x_bits <= 8``).
     """
 
-    #: Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``.
-    latency = 1
-
-    def __init__(self, *, groups=1, rows=1, x_bits=8, x_signed=True):
+    def __init__(self, *, groups=1, rows=1, x_bits=8, x_signed=True,
+                 pipeline=DEFAULT_PIPELINE):
         self.groups = check_int("groups", groups, min_value=1, max_value=64)
         self.rows = check_int("rows", rows, min_value=1, max_value=64)
         self.x_bits = check_int("x_bits", x_bits, min_value=2, max_value=16)
@@ -95,6 +112,8 @@ class AccllmSparseSelector(wiring.Component):
         if not isinstance(x_signed, bool):
             raise TypeError(f"x_signed must be a bool, not {x_signed!r}")
         self.x_signed = x_signed
+        self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
+        self.latency = 1 + self.pipeline
         x_shape = signed(self.x_bits) if x_signed else unsigned(self.x_bits)
         index_layout = data.ArrayLayout(data.ArrayLayout(unsigned(INDEX_BITS), self.groups),
                                         self.rows)
@@ -112,7 +131,10 @@ class AccllmSparseSelector(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        payload = self.i.payload
+        # One valid chain and clock enable for the input stage (pipeline = 1) and the output
+        # register; the payload registers are reset-less.
+        pipe = StallPipeline(m, self.i, self.o, latency=self.latency, name="select")
+        payload = pipe.delay(self.i.payload, self.pipeline, name="inputs")
         # Lanes as slices of small wires (see hdl/lanes.py), one wire per group of 4 inputs and
         # one per row of indices: Amaranth re-emits a whole signal for every slice taken of it,
         # so slicing the wide payload (or wide wires) once per multiplexer made elaboration
@@ -134,16 +156,11 @@ class AccllmSparseSelector(wiring.Component):
                     selected[name].append(mux)
 
         # The payload register, one per output field and row (``x1_row0`` ...), in the order of
-        # ``out_layout``. Only ``o.valid`` needs a reset; the payload registers do not.
-        registers = {
-            (name, row): Signal(self.groups * self.x_bits, name=f"{name}_row{row}",
-                                reset_less=True)
+        # ``out_layout``. Only the valid chain needs a reset; the payload registers do not.
+        registers = [
+            pipe.stage(Cat(*selected[name][row * self.groups:(row + 1) * self.groups]),
+                       name=f"{name}_row{row}")
             for name in ("x1", "x2") for row in range(self.rows)
-        }
-        load = output_register(m, self.i, self.o)
-        with m.If(load):
-            for (name, row), register in registers.items():
-                first = row * self.groups
-                m.d.sync += register.eq(Cat(*selected[name][first:first + self.groups]))
-        m.d.comb += self.o.payload.eq(Cat(*registers.values()))
+        ]
+        m.d.comb += self.o.payload.eq(Cat(*registers))
         return m

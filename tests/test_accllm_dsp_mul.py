@@ -1,8 +1,14 @@
 # amaranth: UnusedElaboratable=no
 # (parameter-error tests build components whose constructor raises on purpose)
-"""accllm_dsp_mul: parameters and limits, the generic design in Amaranth's simulator, the
-cocotb benches on every target (exhaustive w4 and w2, 1M-vector w8, accumulation,
-backpressure), mutations, lint of the DSP48E2 instance, and synthesis counts."""
+"""accllm_dsp_mul and its baseline accllm_plain_mul: parameters and limits, the pipeline
+structure (latency, DSP48E2 registers), the generic design in Amaranth's simulator, the cocotb
+benches on every target at pipeline 0, the default and the depths between (exhaustive w4 and w2,
+1M-vector w8, accumulation, backpressure), mutations, lint of the DSP48E2 and MULT18X18D
+instances and of the MULT18X18D model, and synthesis counts (one DSP48E2 per packed multiplier;
+the SB_MAC16 and MULT18X18D registers in use)."""
+
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +17,10 @@ from amaranth.sim import Simulator
 from gen import generate
 from golden.accllm import (extract_w2, extract_w8, max_accumulation_depth, pack_w8,
                            packed_p_w2)
-from hdl.accllm_dsp_mul import (MODES, AccllmDspMul, accumulation_limit, packing,
+from hdl.accllm_dsp_mul import (CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, MODES, AccllmDspMul,
+                                AccllmPlainMul, accumulation_limit, dsp48e2_registers, packing,
                                 product_range, rounding_constant)
-from verif.runner import BenchFailure, edit_site, run_testbench
+from verif.runner import MODELS, BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -42,23 +49,88 @@ from verif.runner import BenchFailure, edit_site, run_testbench
      r"fits SB_MAC16's signed 16-bit port only for s <= 11, and the 12-bit product x\*w1 "
      r"needs s >= 12"),
     ({"mode": "w2", "target": "ice40"}, ValueError, r"mode 'w2' does not pack on target 'ice40'"),
+    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
+    ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
         AccllmDspMul(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"target": "asic"}, ValueError, r"target must be one of 'generic', 'xilinx', 'ecp5', "
+                                     r"'ice40', not 'asic'"),
+    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"acc_depth": 2}, TypeError, r"unexpected keyword argument 'acc_depth'"),
+])
+def test_baseline_invalid_parameters_name_the_parameter(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        AccllmPlainMul(**kwargs)
+
+
+# --- pipeline structure ----------------------------------------------------------------------
+
+
+def test_pipeline_cuts_and_latency():
+    assert MAX_PIPELINE == len(CUTS) == 3 and DEFAULT_PIPELINE == 3
+    for target in ("generic", "xilinx", "ecp5"):
+        for pipeline in range(MAX_PIPELINE + 1):
+            unit = AccllmDspMul(target=target, pipeline=pipeline)
+            assert unit.cuts == CUTS[:pipeline]
+            assert unit.latency == 1 + pipeline
+    assert AccllmDspMul().pipeline == DEFAULT_PIPELINE
+    # The baseline has no pre-adder and reads no fields: only the operand cut adds a register.
+    assert [AccllmPlainMul(pipeline=p).latency for p in range(4)] == [1, 1, 2, 2]
+
+
+def test_ecp5_operand_registers_are_the_mult18x18d_input_registers():
+    for pipeline, primitives in ((0, ()), (1, ()), (2, ("MULT18X18D",)), (3, ("MULT18X18D",))):
+        for unit in (AccllmDspMul(target="ecp5", pipeline=pipeline),
+                     AccllmPlainMul(target="ecp5", pipeline=pipeline)):
+            assert unit.primitives == primitives
+            assert unit.synth_targets == (("ecp5",) if primitives else None)
+    assert AccllmPlainMul(target="xilinx").primitives == ()
+    assert AccllmDspMul(target="xilinx", pipeline=0).primitives == ("DSP48E2",)
+
+
+def test_dsp48e2_registers_per_depth():
+    # Depth 3 is the full pipeline of UG579 (today's circuit); lower depths drop the input
+    # registers, then AD, then M. P is always used; C and OPMODE enter with M from depth 1 on.
+    expected = [
+        dict(AREG=0, BREG=0, DREG=0, ADREG=0, MREG=0, PREG=1, CREG=0, OPMODEREG=0),
+        dict(AREG=0, BREG=0, DREG=0, ADREG=0, MREG=1, PREG=1, CREG=1, OPMODEREG=1),
+        dict(AREG=0, BREG=1, DREG=0, ADREG=1, MREG=1, PREG=1, CREG=1, OPMODEREG=1),
+        dict(AREG=1, BREG=2, DREG=1, ADREG=1, MREG=1, PREG=1, CREG=1, OPMODEREG=1),
+    ]
+    for pipeline, registers in enumerate(expected):
+        got = dsp48e2_registers(pipeline)
+        assert {key: got[key] for key in registers} == registers
+        assert got["ACASCREG"] == got["AREG"] and got["BCASCREG"] == got["BREG"]
+        # A and D reach P in as many enabled edges as B (UG579's latency rule).
+        a_path = got["AREG"] + got["ADREG"] + got["MREG"] + got["PREG"]
+        assert a_path == got["DREG"] + got["ADREG"] + got["MREG"] + got["PREG"]
+        assert a_path == got["BREG"] + got["MREG"] + got["PREG"] == 1 + pipeline
+
+
 def _simulate(dut, inputs, outputs):
+    """Send ``inputs`` back to back with ``o.ready`` high; return the output rows (the first
+    one ``dut.latency`` cycles after the first input)."""
     got = []
+    rows = list(zip(*inputs.values()))
 
     async def bench(ctx):
         ctx.set(dut.o.ready, 1)
-        ctx.set(dut.i.valid, 1)
-        for row in zip(*inputs.values()):
-            for name, value in zip(inputs, row):
-                ctx.set(getattr(dut.i.payload, name), int(value))
+        for cycle in range(len(rows) + dut.latency):
+            ctx.set(dut.i.valid, cycle < len(rows))
+            if cycle < len(rows):
+                assert ctx.get(dut.i.ready)
+                for name, value in zip(inputs, rows[cycle]):
+                    ctx.set(getattr(dut.i.payload, name), int(value))
             await ctx.tick()
-            got.append([ctx.get(getattr(dut.o.payload, name)) for name in outputs])
+            if ctx.get(dut.o.valid):
+                assert cycle + 1 - len(got) == dut.latency
+                got.append([ctx.get(getattr(dut.o.payload, name)) for name in outputs])
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -75,13 +147,15 @@ def _x_values(x_signed, step):
 
 @pytest.mark.parametrize("mode", ["w8", "w4"])
 @pytest.mark.parametrize("x_signed", [True, False])
-def test_two_products_per_multiply(mode, x_signed):
+@pytest.mark.parametrize("pipeline", [0, 3])
+def test_two_products_per_multiply(mode, x_signed, pipeline):
     w_bits = 8 if mode == "w8" else 4
     w_lo, w_hi = -(1 << (w_bits - 1)), (1 << (w_bits - 1)) - 1
     ws = np.unique(np.concatenate([np.arange(w_lo, w_hi + 1, 1 if w_bits == 4 else 37),
                                    [w_lo, -1, 0, 1, w_hi]]))
     x, w1, w2 = (v.ravel() for v in np.meshgrid(_x_values(x_signed, 9), ws, ws, indexing="ij"))
-    got = _simulate(AccllmDspMul(mode=mode, x_signed=x_signed), {"x": x, "w1": w1, "w2": w2},
+    got = _simulate(AccllmDspMul(mode=mode, x_signed=x_signed, pipeline=pipeline),
+                    {"x": x, "w1": w1, "w2": w2},
                     ["p1", "p2"])
     # Golden packed arithmetic: P = (A + D) * B, then the borrow-corrected fields.
     a, d, b = pack_w8(x, w1, w2, w_bits, 8, x_signed)
@@ -93,11 +167,13 @@ def test_two_products_per_multiply(mode, x_signed):
 
 
 @pytest.mark.parametrize("x_signed", [True, False])
-def test_four_products_per_multiply_including_b_port_overflow(x_signed):
+@pytest.mark.parametrize("pipeline", [0, 2])
+def test_four_products_per_multiply_including_b_port_overflow(x_signed, pipeline):
     xs = _x_values(x_signed, 23)
     x1, x2, w1, w2 = (v.ravel() for v in np.meshgrid(xs, xs, np.arange(-2, 2), np.arange(-2, 2),
                                                      indexing="ij"))
-    got = _simulate(AccllmDspMul(mode="w2", x_signed=x_signed, cross_products=True),
+    got = _simulate(AccllmDspMul(mode="w2", x_signed=x_signed, cross_products=True,
+                                 pipeline=pipeline),
                     {"x1": x1, "x2": x2, "w1": w1, "w2": w2}, ["p11", "p22", "p12", "p21"])
     expected = extract_w2(packed_p_w2(x1, x2, w1, w2, 8, x_signed), 8, x_signed)
     np.testing.assert_array_equal(got, np.stack([expected.p11, expected.p22, expected.p12,
@@ -172,25 +248,37 @@ def test_rounding_constant_slices_equal_the_borrow_chain():
 
 # --- cocotb benches --------------------------------------------------------------------------
 
+X5_W2 = {"mode": "w2", "target": "xilinx", "x_bits": 5, "cross_products": True}
+
+#: Every bench runs under random backpressure too (test random_backpressure). Configurations
+#: without ``pipeline`` run at the default depth (3); the others cover depths 0..2, with and
+#: without accumulation, on every target.
 BENCH_CONFIGS = {
     # Exhaustive w4 (65,536 beats) and w2 (1,048,576 beats, all four products) on the generic
     # target and on the xilinx target through the DSP48E2 model.
-    "generic-w4": (None, {}, {}),
+    "generic-w4-p0": (None, {"pipeline": 0}, {}),
     "xilinx-w4": ("accllm-w4-xilinx", {}, {}),
     "generic-w2": (None, {"mode": "w2", "cross_products": True}, {}),
-    "xilinx-w2": ("accllm-w2-xilinx", {"cross_products": True}, {}),
-    # The figure's unsigned X: B's sign bit set by X2 >= 128, corrected through the C port.
-    "xilinx-w2-unsigned": ("accllm-w2-xilinx-unsigned", {"cross_products": True}, {}),
-    # w8: 1,000,000 random vectors and every corner combination on the xilinx target.
-    "xilinx-w8": ("accllm-w8-xilinx", {}, {}),
+    # Depth 0: PREG only, C and OPMODE combinational.
+    "xilinx-w2-p0": ("accllm-w2-xilinx", {"cross_products": True, "pipeline": 0}, {}),
+    # The figure's unsigned X: B's sign bit set by X2 >= 128, corrected through the C port
+    # (depth 1: MREG, CREG; the C key is not delayed in fabric).
+    "xilinx-w2-unsigned-p1": ("accllm-w2-xilinx-unsigned",
+                              {"cross_products": True, "pipeline": 1}, {}),
+    # w8: 1,000,000 random vectors and every corner combination on the xilinx target (depth 2:
+    # ADREG and BREG = 1 without AREG / DREG).
+    "xilinx-w8-p2": ("accllm-w8-xilinx", {"pipeline": 2}, {}),
     # Accumulation (plus the exhaustive/random products with `last` on every beat).
     "xilinx-w8-acc7": ("accllm-w8-xilinx-acc7", {}, {"QLLM_VECTORS": 100_000}),
-    "generic-w8-unsigned-acc4": (None, {"mode": "w8", "x_signed": False, "acc_depth": 4},
-                                 {"QLLM_VECTORS": 100_000}),
-    # Narrow activations: the C-port correction for 5-bit X, accumulating through W = C, Z = P.
-    "xilinx-w2-x5-acc15": (None, {"mode": "w2", "target": "xilinx", "x_bits": 5,
-                                  "acc_depth": 15, "cross_products": True}, {}),
-    "ecp5-w4-acc3": (None, {"target": "ecp5", "acc_depth": 3}, {}),
+    "generic-w8-unsigned-acc4-p1": (None, {"mode": "w8", "x_signed": False, "acc_depth": 4,
+                                           "pipeline": 1}, {"QLLM_VECTORS": 100_000}),
+    # Narrow activations: the C-port correction for 5-bit X, accumulating through W = C, Z = P,
+    # at depths 0 and 1 (OPMODE and C combinational; registered, without fabric delay) and 3
+    # (xilinx-w8-acc7: two fabric stages in front of CREG / OPMODEREG).
+    "xilinx-w2-x5-acc15-p0": (None, {**X5_W2, "acc_depth": 15, "pipeline": 0}, {}),
+    "xilinx-w2-x5-acc15-p1": (None, {**X5_W2, "acc_depth": 15, "pipeline": 1}, {}),
+    # ECP5: the operands in the MULT18X18D's input registers (verif/models/MULT18X18D.v).
+    "ecp5-w4-acc3-p2": (None, {"target": "ecp5", "acc_depth": 3, "pipeline": 2}, {}),
     "ice40-w4": ("accllm-w4-ice40", {}, {}),
 }
 
@@ -214,10 +302,15 @@ def test_bench(name):
         assert metrics["accumulation"]["results"] > 0
 
 
-def test_plain_multiplier_baseline_bench():
-    metrics = run_testbench("accllm_plain_mul", {"mode": "w2", "cross_products": True},
-                            testcase="random_backpressure")
+@pytest.mark.parametrize("params", [
+    {"mode": "w2", "cross_products": True, "pipeline": 0},
+    # The default depth, on ECP5: one MULT18X18D per product holds the operands.
+    {"mode": "w2", "cross_products": True, "target": "ecp5"},
+], ids=["w2-p0", "w2-ecp5"])
+def test_plain_multiplier_baseline_bench(params):
+    metrics = run_testbench("accllm_plain_mul", params, testcase="random_backpressure")
     assert metrics["random_backpressure"]["beats"] == 20_000
+    assert metrics["manifest"]["latency"] == AccllmPlainMul(**params).latency
 
 
 def _drop_rounding_half(text):
@@ -235,7 +328,9 @@ def _p_register_takes_bubbles(text):
     return edit_site(text, r"\.CEP\([^)]+\)", ".CEP(1'h1)")
 
 
-X5_W2 = {"mode": "w2", "target": "xilinx", "x_bits": 5, "cross_products": True}
+def _mult_input_register_ignores_stalls(text):
+    # The MULT18X18D's input registers load in every cycle: a stalled beat is overwritten.
+    return edit_site(text, r"\.CE0\([^)]+\)", ".CE0(1'h1)")
 
 
 @pytest.mark.parametrize("mutation,params,tests,message", [
@@ -245,6 +340,8 @@ X5_W2 = {"mode": "w2", "target": "xilinx", "x_bits": 5, "cross_products": True}
      ["random_backpressure"], r"mismatches in field p(12|22)"),
     # (P then changes under a stalled output: the stream monitor's protocol check fires.)
     (_p_register_takes_bubbles, {**X5_W2, "acc_depth": 15}, ["accumulation"],
+     r"mismatches in field|payload changed"),
+    (_mult_input_register_ignores_stalls, {"target": "ecp5"}, ["random_backpressure"],
      r"mismatches in field|payload changed"),
 ])
 def test_bench_fails_on_mutant(mutation, params, tests, message):
@@ -257,12 +354,43 @@ def test_bench_fails_on_mutant(mutation, params, tests, message):
 # --- lint and synthesis ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", ["accllm-w8-xilinx-acc7", "accllm-w2-xilinx-unsigned",
-                                    "accllm-w4-ecp5", "accllm-w4-ice40"])
-def test_variant_is_lint_clean(config, tmp_path):
+@pytest.mark.parametrize("config,params", [
+    ("accllm-w8-xilinx-acc7", {}), ("accllm-w2-xilinx-unsigned", {}),
+    ("accllm-w2-xilinx-unsigned", {"pipeline": 0}), ("accllm-w4-ecp5", {}),
+    ("accllm-w4-ice40", {}),
+])
+def test_variant_is_lint_clean(config, params, tmp_path):
     from verif.__main__ import lint_file
-    source = generate("accllm_dsp_mul", None, tmp_path, config=config)
+    source = generate("accllm_dsp_mul", params, tmp_path, config=config)
     assert lint_file(source, "accllm_dsp_mul") == []
+
+
+def test_mult18x18d_model_is_lint_clean_and_refuses_what_it_does_not_model():
+    from tests.test_dsp48e2_model import verilator_lint
+    from verif.__main__ import lint_file
+    model = MODELS / "MULT18X18D.v"
+    assert lint_file(model, "MULT18X18D") == []
+    assert verilator_lint([model], "MULT18X18D") == []
+    registered = ['-GREG_INPUTA_CLK="CLK0"', '-GREG_INPUTB_CLK="CLK0"',
+                  '-GREG_PIPELINE_CLK="CLK0"', '-GREG_OUTPUT_CLK="CLK0"', '-GREG_OUTPUT_CE="CE3"',
+                  '-GREG_INPUTA_RST="RST2"']
+    assert verilator_lint([model], "MULT18X18D", *registered) == []
+    for override, message in (('-GREG_INPUTA_CLK="CLK1"', 'REG_\\*_CLK must be'),
+                              ('-GREG_OUTPUT_CE="CE4"', 'REG_\\*_CE must be'),
+                              ('-GREG_PIPELINE_RST="RST9"', 'REG_\\*_RST must be'),
+                              ('-GREG_INPUTC_CLK="CLK0"', 'only REG_INPUTC_CLK'),
+                              ('-GRESETMODE="ASYNC"', 'only RESETMODE'),
+                              ('-GMULT_BYPASS="ENABLED"', 'only MULT_BYPASS')):
+        lines = verilator_lint([model], "MULT18X18D", override)
+        assert any("USERFATAL" in line and re.search(message, line) for line in lines), lines
+
+
+def test_mult18x18d_model_register_stages():
+    """The model in five register configurations (none; input registers; output register;
+    pipeline and output; all) with CE1 / RST2 selected, random operands, sign modes, clock
+    enable gaps and resets, against a delay line of exact products (Verilator, self-checking
+    harness ``MULT_HARNESS``)."""
+    _run_mult18x18d_harness()
 
 
 @pytest.mark.parametrize("mode,products", [("w8", 2), ("w4", 2), ("w2", 4)])
@@ -281,10 +409,193 @@ def test_xilinx_target_is_one_dsp48e2_with_the_pre_adder_inside(mode, products, 
     assert outputs / result.cell_counts["DSP48E2"] == products
 
 
-def test_fabric_targets_use_one_hard_multiplier(tmp_path):
+@pytest.mark.parametrize("pipeline", [0, 1])
+def test_xilinx_fabric_holds_only_the_valid_chain_at_low_depth(pipeline, tmp_path):
     from fpga.yosys import synth
-    for config, target, cell in (("accllm-w4-ecp5", "ecp5", "MULT18X18D"),
-                                 ("accllm-w4-ice40", "ice40", "SB_MAC16")):
-        source = generate("accllm_dsp_mul", None, tmp_path / config, config=config)
-        result = synth(source, "accllm_dsp_mul", target, tmp_path / "synth")
-        assert result.cell_counts[cell] == 1, result.cell_counts
+    params = {"mode": "w2", "target": "xilinx", "cross_products": True, "pipeline": pipeline}
+    source = generate("accllm_dsp_mul", params, tmp_path / "rtl")
+    result = synth(source, "accllm_dsp_mul", "xilinx", tmp_path / "synth")
+    assert result.cell_counts["DSP48E2"] == 1 and result.metrics["CARRY"] == 0
+    # Valid chain of 1 + pipeline bits; the C-port key reaches CREG without a fabric stage.
+    assert result.metrics["FF"] == 1 + pipeline
+
+
+def _dsp_cells(result_dir, cell):
+    import json
+    netlists = list(Path(result_dir).rglob("*.json"))
+    found = []
+    for path in netlists:
+        try:
+            netlist = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        for module in netlist.get("modules", {}).values():
+            found += [c for c in module.get("cells", {}).values() if c.get("type") == cell]
+    return found
+
+
+def _bits(value):
+    return int(value, 2) if isinstance(value, str) else int(value)
+
+
+def test_fabric_targets_use_one_hard_multiplier_with_its_registers(tmp_path):
+    """At the default depth: the SB_MAC16 holds the operand and product registers (A_REG,
+    B_REG, output register through TOPOUTPUT_SELECT = BOTOUTPUT_SELECT = 01, all held by the
+    clock enable), so nextpnr's untimed DSP is between registers only; the MULT18X18D holds the
+    operands in its input registers (timed by nextpnr through its clock-to-out)."""
+    from fpga.yosys import synth
+    source = generate("accllm_dsp_mul", None, tmp_path / "ecp5", config="accllm-w4-ecp5")
+    result = synth(source, "accllm_dsp_mul", "ecp5", tmp_path / "synth-ecp5")
+    assert result.cell_counts["MULT18X18D"] == 1, result.cell_counts
+    text = source.read_text()
+    for parameter in ("REG_INPUTA_CLK", "REG_INPUTB_CLK"):
+        assert f'.{parameter}("CLK0")' in text
+
+    source = generate("accllm_dsp_mul", None, tmp_path / "ice40", config="accllm-w4-ice40")
+    netlist = tmp_path / "ice40" / "net.json"
+    _yosys(f'read_verilog "{source.name}"; synth_ice40 -device u -dsp -top accllm_dsp_mul; '
+           f'write_json "{netlist.name}"', tmp_path / "ice40")
+    (mac,) = _dsp_cells(tmp_path / "ice40", "SB_MAC16")
+    parameters = mac["parameters"]
+    assert _bits(parameters["A_REG"]) == _bits(parameters["B_REG"]) == 1
+    assert _bits(parameters["TOPOUTPUT_SELECT"]) == _bits(parameters["BOTOUTPUT_SELECT"]) == 1
+    holds = {tuple(mac["connections"][port]) for port in ("AHOLD", "BHOLD", "OHOLDTOP",
+                                                          "OHOLDBOT")}
+    assert len(holds) == 1 and holds != {("0",)}, holds     # one hold signal: the clock enable
+
+
+def _yosys(script, folder):
+    import subprocess
+    from fpga.yosys import find_yosys
+    result = subprocess.run([str(find_yosys()), "-q", "-p", script], cwd=folder,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+# --- the MULT18X18D model on its own ----------------------------------------------------------
+
+MULT_HARNESS = """\
+`default_nettype none
+// Self-checking harness: one MULT18X18D per register configuration, random operands and sign
+// modes, random clock-enable gaps and resets; every cycle P is compared with a delay line of
+// the expected products (one slot per register stage in use, advanced at enabled edges).
+module mult_harness;
+    reg clk = 1'b0;
+    reg [17:0] a, b;
+    reg sa, sb, ce, rst;
+    integer cycle, errors, k, n;
+    localparam integer CONFIGS = 5;
+    // Register stages in use per configuration: none, A/B only, output only, pipeline +
+    // output, all four.
+    wire [35:0] p [0:CONFIGS-1];
+    reg [35:0] expected [0:CONFIGS-1][0:4];
+    reg [35:0] product;
+    integer depth [0:CONFIGS-1];
+    initial begin
+        depth[0] = 0; depth[1] = 1; depth[2] = 1; depth[3] = 2; depth[4] = 3;
+    end
+`define MULT(I, RA, RP, RO) \
+    MULT18X18D #(.REG_INPUTA_CLK(RA), .REG_INPUTB_CLK(RA), .REG_PIPELINE_CLK(RP), \
+                 .REG_OUTPUT_CLK(RO), .REG_INPUTA_CE("CE1"), .REG_INPUTB_CE("CE1"), \
+                 .REG_PIPELINE_CE("CE1"), .REG_OUTPUT_CE("CE1"), .REG_INPUTA_RST("RST2"), \
+                 .REG_INPUTB_RST("RST2"), .REG_PIPELINE_RST("RST2"), .REG_OUTPUT_RST("RST2")) \
+    m``I ( \
+        .A17(a[17]), .A16(a[16]), .A15(a[15]), .A14(a[14]), .A13(a[13]), .A12(a[12]), \
+        .A11(a[11]), .A10(a[10]), .A9(a[9]), .A8(a[8]), .A7(a[7]), .A6(a[6]), .A5(a[5]), \
+        .A4(a[4]), .A3(a[3]), .A2(a[2]), .A1(a[1]), .A0(a[0]), \
+        .B17(b[17]), .B16(b[16]), .B15(b[15]), .B14(b[14]), .B13(b[13]), .B12(b[12]), \
+        .B11(b[11]), .B10(b[10]), .B9(b[9]), .B8(b[8]), .B7(b[7]), .B6(b[6]), .B5(b[5]), \
+        .B4(b[4]), .B3(b[3]), .B2(b[2]), .B1(b[1]), .B0(b[0]), \
+        .SIGNEDA(sa), .SIGNEDB(sb), .SOURCEA(1'b0), .SOURCEB(1'b0), \
+        .CLK0(clk), .CE1(ce), .CE0(1'b0), .RST2(rst), .RST0(1'b0), \
+        .P35(p[I][35]), .P34(p[I][34]), .P33(p[I][33]), .P32(p[I][32]), .P31(p[I][31]), \
+        .P30(p[I][30]), .P29(p[I][29]), .P28(p[I][28]), .P27(p[I][27]), .P26(p[I][26]), \
+        .P25(p[I][25]), .P24(p[I][24]), .P23(p[I][23]), .P22(p[I][22]), .P21(p[I][21]), \
+        .P20(p[I][20]), .P19(p[I][19]), .P18(p[I][18]), .P17(p[I][17]), .P16(p[I][16]), \
+        .P15(p[I][15]), .P14(p[I][14]), .P13(p[I][13]), .P12(p[I][12]), .P11(p[I][11]), \
+        .P10(p[I][10]), .P9(p[I][9]), .P8(p[I][8]), .P7(p[I][7]), .P6(p[I][6]), .P5(p[I][5]), \
+        .P4(p[I][4]), .P3(p[I][3]), .P2(p[I][2]), .P1(p[I][1]), .P0(p[I][0]));
+    /* verilator lint_off PINMISSING */
+    `MULT(0, "NONE", "NONE", "NONE")
+    `MULT(1, "CLK0", "NONE", "NONE")
+    `MULT(2, "NONE", "NONE", "CLK0")
+    `MULT(3, "NONE", "CLK0", "CLK0")
+    `MULT(4, "CLK0", "CLK0", "CLK0")
+    /* verilator lint_on PINMISSING */
+
+    function automatic [35:0] mul(input [17:0] x, input [17:0] y, input sx, input sy);
+        reg signed [36:0] xe, ye;
+        reg signed [73:0] full;
+        begin
+            xe = sx ? {{19{x[17]}}, x} : {19'd0, x};
+            ye = sy ? {{19{y[17]}}, y} : {19'd0, y};
+            full = xe * ye;
+            mul = full[35:0];
+        end
+    endfunction
+
+    initial begin
+        errors = 0;
+        for (n = 0; n < CONFIGS; n = n + 1)
+            for (k = 0; k < 5; k = k + 1) expected[n][k] = 36'd0;
+        a = 0; b = 0; sa = 0; sb = 0; ce = 0; rst = 0;
+        for (cycle = 0; cycle < 20000; cycle = cycle + 1) begin
+            // Drive at the falling edge, then check the combinational P of the new inputs.
+            case ($urandom % 8)
+                0: a = 18'h20000;
+                1: a = 18'h1FFFF;
+                2: a = 18'h3FFFF;
+                default: a = $urandom;
+            endcase
+            case ($urandom % 8)
+                0: b = 18'h20000;
+                1: b = 18'h1FFFF;
+                default: b = $urandom;
+            endcase
+            sa = $urandom; sb = $urandom;
+            ce = ($urandom % 4) != 0;
+            rst = ($urandom % 200) == 0;
+            product = mul(a, b, sa, sb);
+            #1;
+            for (n = 0; n < CONFIGS; n = n + 1) begin
+                expected[n][0] = product;
+                if (p[n] !== expected[n][depth[n]]) begin
+                    errors = errors + 1;
+                    if (errors < 10) $display("cycle %0d config %0d: P = %h, expected %h",
+                                              cycle, n, p[n], expected[n][depth[n]]);
+                end
+            end
+            #4 clk = 1'b1;
+            // The clock edge: every register stage moves at ce, clears at rst.
+            for (n = 0; n < CONFIGS; n = n + 1)
+                for (k = 4; k > 0; k = k - 1)
+                    if (rst) expected[n][k] = 36'd0;
+                    else if (ce) expected[n][k] = expected[n][k - 1];
+            #5 clk = 1'b0;
+        end
+        if (errors != 0) $fatal(1, "MULT18X18D model: %0d mismatches", errors);
+        $display("MULT18X18D model: 20000 cycles, 5 configurations, no mismatch");
+        $finish;
+    end
+endmodule
+`default_nettype wire
+"""
+
+
+def _run_mult18x18d_harness():
+    import subprocess
+    from verif.runner import BUILD, tool_environment
+    tool_environment()
+    folder = BUILD / "sim" / "mult18x18d_model"
+    folder.mkdir(parents=True, exist_ok=True)
+    harness = folder / "mult_harness.v"
+    harness.write_text(MULT_HARNESS)
+    build = subprocess.run(
+        ["verilator", "--binary", "--timing", "-CFLAGS", "-std=c++20", "-Wno-fatal", "-Wno-lint",
+         "-Wno-style",
+         "--top-module", "mult_harness", "-Mdir", str(folder / "obj"),
+         str(MODELS / "MULT18X18D.v"), str(harness)],
+        capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(folder / "obj" / "Vmult_harness")], capture_output=True, text=True)
+    assert run.returncode == 0 and "no mismatch" in run.stdout, run.stdout[-3000:] + run.stderr

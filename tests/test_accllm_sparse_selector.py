@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 # (parameter-error tests build components whose constructor raises on purpose)
-"""accllm_sparse_selector: index-driven golden model, parameters, ports, the cocotb bench."""
+"""accllm_sparse_selector: index-driven golden model, parameters, ports, the cocotb bench at
+pipeline 0 (the default) and 1."""
 
 import itertools
 import re
@@ -100,10 +101,18 @@ def test_select_by_index_rejects_bad_arguments(args, error, message):
     ({"x_signed": "yes"}, TypeError, r"x_signed must be a bool, not 'yes'"),
     ({"groups": 64, "rows": 64, "x_bits": 9}, ValueError,
      r"rows \* groups \* x_bits must be at most 32768 .*not 64 \* 64 \* 9 = 36864"),
+    ({"pipeline": 2}, ValueError, r"pipeline must be in range 0\.\.1, not 2"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.1, not -1"),
+    ({"pipeline": "1"}, TypeError, r"pipeline must be an integer, not '1'"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
         AccllmSparseSelector(**kwargs)
+
+
+def test_pipeline_and_latency():
+    assert AccllmSparseSelector().pipeline == 0          # the default: it closes timing already
+    assert [AccllmSparseSelector(pipeline=p).latency for p in (0, 1)] == [1, 2]
 
 
 def test_numpy_integers_are_accepted():
@@ -152,11 +161,12 @@ def test_verilog_is_reproducible_and_has_no_paths():
 
 # --- cocotb bench on Verilator --------------------------------------------------------------
 
+# pipeline 0 (the default) and 1; every configuration runs under random backpressure.
 BENCH_CONFIGS = [
     pytest.param({}, None, 3_000, id="default"),
     pytest.param({}, "accllm-tile", 2_000, id="accllm-tile"),
-    pytest.param({"groups": 3, "rows": 2, "x_bits": 5, "x_signed": False}, None, 3_000,
-                 id="g3r2-u5"),
+    pytest.param({"groups": 3, "rows": 2, "x_bits": 5, "x_signed": False, "pipeline": 1}, None,
+                 3_000, id="g3r2-u5-p1"),
 ]
 
 
@@ -165,6 +175,7 @@ BENCH_CONFIGS = [
 def test_bench(params, config, beats):
     metrics = run_testbench(UNIT, params, config=config, extra_env={"QLLM_BEATS": beats})
     assert metrics["tests"] == 3
+    assert metrics["manifest"]["latency"] == 1 + params.get("pipeline", 0)
     assert metrics["random_masks_backpressure"]["beats"] == beats
     assert metrics["unordered_indices_backpressure"]["beats"] == 16 + beats // 4
 

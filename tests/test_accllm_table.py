@@ -55,7 +55,9 @@ def test_every_mode_and_target_has_packed_and_plain_rows(mode, cross, target):
         assert row.products == products
         assert row.params.get("cross_products", cross) == cross
     plain = [row for row in rows if row.variant == "plain multipliers"]
-    assert all(row.unit == "accllm_plain_mul" and row.latency == 1 for row in plain)
+    for row in plain:
+        assert row.unit == "accllm_plain_mul" and row.params["target"] == target
+        assert row.latency == AccllmPlainMul(**row.params).latency == 2   # default pipeline
     assert all(row.acc_limit is None for row in plain)
 
 

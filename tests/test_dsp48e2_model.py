@@ -1,5 +1,7 @@
-"""The DSP48E2 behavioral model (verif/models/DSP48E2.v): lint, elaboration checks, and its
-cocotb bench (verif/tb_dsp48e2_model.py) on Verilator in the AccLLM multiplier configuration."""
+"""The DSP48E2 behavioral model (verif/models/DSP48E2.v): lint (also in the register
+configuration of every ``pipeline`` depth of accllm_dsp_mul), elaboration checks, and its cocotb
+bench (verif/tb_dsp48e2_model.py) on Verilator in the AccLLM multiplier's full-pipeline
+configuration."""
 
 import fcntl
 import os
@@ -91,6 +93,15 @@ def test_model_is_lint_clean():
 def test_harness_configuration_is_lint_clean(tmp_path, breg):
     harness = write_harness(tmp_path)
     assert verilator_lint([MODEL, harness], HARNESS_TOP, f"-GBREG={breg}") == []
+
+
+@pytest.mark.parametrize("pipeline", [0, 1, 2, 3])
+def test_model_is_lint_clean_in_every_configuration_the_multiplier_uses(pipeline):
+    # accllm_dsp_mul's `pipeline` selects the register attributes (its benches run the model in
+    # each of them against the exact products).
+    from hdl.accllm_dsp_mul import dsp48e2_registers
+    overrides = [f"-G{name}={value}" for name, value in dsp48e2_registers(pipeline).items()]
+    assert verilator_lint([MODEL], "DSP48E2", '-GAMULTSEL="AD"', *overrides) == []
 
 
 @pytest.mark.parametrize("override, message", [

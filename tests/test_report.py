@@ -54,7 +54,7 @@ def test_baseline_shares_every_common_parameter(row):
     base = baseline_row(row)
     assert base.unit == UNITS[row.unit].baseline and base.baseline_of == row.label
     mine, theirs = row.params, base.params
-    shared = set(mine) & set(theirs)
+    shared = (set(mine) & set(theirs)) - {"pipeline"}   # each at its own default depth
     assert all(mine[key] == theirs[key] for key in shared)
     # The baseline's other parameters stay at its defaults.
     defaults = UNITS[base.unit].defaults
@@ -65,10 +65,12 @@ def test_baselines_follow_their_unit_once():
     rows = report_rows(["accllm_dsp_mul"])
     labels = [row.label for row in rows]
     assert labels[0] == "accllm_dsp_mul@accllm-w4-xilinx"
-    assert labels[1] == "accllm_plain_mul"                 # w4, 8-bit signed X: its defaults
-    assert "accllm_plain_mul@mode=w2" in labels
-    assert "accllm_plain_mul@x_bits=7" in labels           # the iCE40 packing's 7-bit X
-    assert labels.count("accllm_plain_mul") == 1           # w4 xilinx and ecp5 share it
+    # w4, 8-bit signed X: the baseline's defaults, built for the unit's target (shared param).
+    assert labels[1] == "accllm_plain_mul@target=xilinx"
+    assert "accllm_plain_mul@mode=w2,target=xilinx" in labels
+    assert "accllm_plain_mul@target=ecp5" in labels        # MULT18X18D input registers
+    assert "accllm_plain_mul@x_bits=7,target=ice40" in labels  # the iCE40 packing's 7-bit X
+    assert len(labels) == len(set(labels))                 # each baseline once
     with pytest.raises(ValueError, match="not in the report: nope"):
         report_rows(["nope"])
 
@@ -201,8 +203,18 @@ def test_readme_results_are_generated_from_the_published_report():
     assert readme[begin:end] + "\n" == render_readme_section(data, data.get("plots", []))
     for plot in data.get("plots", []):
         assert (ROOT / plot).is_file(), plot
-    # The published report covers every report row and baseline.
-    assert [row["label"] for row in data["rows"]] == [row.label for row in report_rows()]
+    # The published report covers every unit row of the report (baselines' labels carry the
+    # parameters they share with their unit, which change as units gain parameters).
+    published = [(row["unit"], row["config"]) for row in data["rows"] if not row["baseline_of"]]
+    assert published == [(row.unit, row.config) for row in report_rows() if not row.baseline_of]
+
+
+def test_baselines_keep_their_own_pipeline_depth():
+    """A unit's and its baseline's ``pipeline`` values mean different cuts: each is built at
+    its own default depth."""
+    for row in report_rows():
+        if row.baseline_of:
+            assert "pipeline" not in dict(row.overrides), row.label
 
 
 @pytest.mark.synth
