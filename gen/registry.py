@@ -74,7 +74,7 @@ UNITS = {
         UnitSpec(
             name="kllm_concat",
             factory="hdl.kllm_concat:KllmConcat",
-            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16, "pipeline": 0},
+            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16},
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
                 "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
@@ -92,7 +92,7 @@ UNITS = {
             name="kllm_idx_counter",
             factory="hdl.kllm_idx_counter:KllmIdxCounter",
             defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
-                      "max_len": 4096, "pipeline": 2},
+                      "max_len": 4096},
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
@@ -165,7 +165,7 @@ UNITS = {
         UnitSpec(
             name="p3_pe",
             factory="hdl.p3_pe:P3Pe",
-            defaults={},
+            defaults={"pipeline": 3},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): one PE of the PCU, a 4-way dot product.
                 "p3-pcu-pe": {},
@@ -180,7 +180,7 @@ UNITS = {
         UnitSpec(
             name="fp16_mac",
             factory="hdl.fp16_mac:Fp16Mac",
-            defaults={},
+            defaults={"pipeline": 2},
             testbench="verif.tb_fp16_mac",
             result="MAC",
             rate=lambda p: 1,
@@ -191,7 +191,7 @@ UNITS = {
             name="accllm_dsp_mul",
             factory="hdl.accllm_dsp_mul:AccllmDspMul",
             defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
-                      "target": "generic", "acc_depth": 1},
+                      "target": "generic", "acc_depth": 1, "pipeline": 3},
             configs={
                 # AccLLM section V-B3, Fig. 10(d): one DSP48E2 per two precision-scalable
                 # multipliers. (1) A8 x LoRA W8; (2) Q x K / S x V, 8 x 4 bits; (3) A8 x W2 after
@@ -218,7 +218,8 @@ UNITS = {
         UnitSpec(
             name="accllm_plain_mul",
             factory="hdl.accllm_dsp_mul:AccllmPlainMul",
-            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False},
+            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
+                      "target": "generic", "pipeline": 3},
             testbench="verif.tb_accllm_dsp_mul",
             summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
             result="product",
@@ -228,7 +229,7 @@ UNITS = {
         UnitSpec(
             name="accllm_sparse_selector",
             factory="hdl.accllm_sparse_selector:AccllmSparseSelector",
-            defaults={"groups": 1, "rows": 1, "x_bits": 8, "x_signed": True},
+            defaults={"groups": 1, "rows": 1, "x_bits": 8, "x_signed": True, "pipeline": 0},
             configs={
                 # AccLLM section VI-A2: RCE (R x M) x T = (32 x 16) x 16, A8 activations. In 2:4
                 # mode a PE block's R = 32 multipliers take 32 selected inputs per cycle, 2 per
