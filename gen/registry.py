@@ -74,7 +74,7 @@ UNITS = {
         UnitSpec(
             name="kllm_concat",
             factory="hdl.kllm_concat:KllmConcat",
-            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16},
+            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16, "pipeline": 0},
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
                 "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
@@ -92,7 +92,7 @@ UNITS = {
             name="kllm_idx_counter",
             factory="hdl.kllm_idx_counter:KllmIdxCounter",
             defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
-                      "max_len": 4096},
+                      "max_len": 4096, "pipeline": 3},
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
@@ -113,7 +113,7 @@ UNITS = {
         UnitSpec(
             name="orizuru",
             factory="hdl.orizuru:Orizuru",
-            defaults={"n": 16, "k": 2, "width": 16},
+            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
             configs={
                 # KLLM Table I: 16-input Orizuru units; 1% outliers of a 4096-wide token would be
                 # k = 21 per side on n = 4096, beyond the spec's n <= 1024.
@@ -128,7 +128,7 @@ UNITS = {
         UnitSpec(
             name="orizuru_scan",
             factory="hdl.orizuru:OrizuruScan",
-            defaults={"n": 16, "k": 2, "width": 16},
+            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
             testbench="verif.tb_orizuru",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
             result="vector",

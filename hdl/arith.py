@@ -4,7 +4,8 @@ from amaranth.hdl import Cat, Const, Value
 
 from .params import check_int
 
-__all__ = ["one_hot_decode", "adder_tree", "popcount"]
+__all__ = ["one_hot_decode", "predecode", "one_hot_from_lines", "adder_tree", "adder_tree_cut",
+           "popcount"]
 
 
 def one_hot_decode(value, *, chunk_bits=4):
@@ -16,18 +17,50 @@ def one_hot_decode(value, *, chunk_bits=4):
     lines and one 2-input AND per output instead of 256 8-bit comparators.
     """
     value = Value.cast(value)
+    return one_hot_from_lines(predecode(value, chunk_bits=chunk_bits))
+
+
+def predecode(value, *, chunk_bits=4):
+    """Split ``value`` into chunks of ``chunk_bits`` bits (least significant first) and return,
+    per chunk, its ``2**len(chunk)`` one-hot lines (combinational).
+
+    ``predecode(v)[c][k]`` is high when chunk ``c`` of ``v`` equals ``k``. A zero-width value
+    has no chunks. The lines are the first half of :func:`one_hot_decode`; a unit that registers
+    them (or ANDs an enable into one chunk's lines) finishes the decode with
+    :func:`one_hot_from_lines`.
+    """
+    value = Value.cast(value)
     chunk_bits = check_int("chunk_bits", chunk_bits, min_value=1)
-    width = len(value)
-    if width == 0:
+    chunks = [value[start:start + chunk_bits] for start in range(0, len(value), chunk_bits)]
+    return [[chunk == code for code in range(1 << len(chunk))] for chunk in chunks]
+
+
+def one_hot_from_lines(lines):
+    """Return the one-hot decode of an index from its predecode ``lines`` (combinational).
+
+    ``lines`` is a list, least significant chunk first, of lists of ``2**bits_c`` one-hot lines
+    (as returned by :func:`predecode`, possibly registered). Output ``k`` is the AND of line
+    ``(k >> offset_c) & (2**bits_c - 1)`` of every chunk ``c``; there are ``prod(len(lines[c]))``
+    outputs. No chunks: one constant-1 output (a zero-width index has one value).
+    """
+    if not lines:
         return [Const(1, 1)]
-    chunks = [value[start:start + chunk_bits] for start in range(0, width, chunk_bits)]
-    lines = [[chunk == code for code in range(1 << len(chunk))] for chunk in chunks]
+    sizes = [len(chunk_lines) for chunk_lines in lines]
+    for size in sizes:
+        if size < 2 or size & (size - 1):
+            raise ValueError(f"every chunk must have a power-of-two number (>= 2) of lines, "
+                             f"not {sizes!r}")
+    total = 1
+    for size in sizes:
+        total *= size
     outputs = []
-    for code in range(1 << width):
+    for code in range(total):
         term = None
-        for position, chunk_lines in enumerate(lines):
-            line = chunk_lines[(code >> (position * chunk_bits)) & ((1 << len(chunks[position])) - 1)]
+        shift = 0
+        for size, chunk_lines in zip(sizes, lines):
+            line = chunk_lines[(code >> shift) & (size - 1)]
             term = line if term is None else term & line
+            shift += size.bit_length() - 1
         outputs.append(term)
     return outputs
 
@@ -47,6 +80,42 @@ def adder_tree(values):
             paired.append(values[-1])
         values = paired
     return values[0]
+
+
+def adder_tree_cut(values, *, cut_after=(), register=None):
+    """Sum ``values`` with the balanced tree of :func:`adder_tree`, registering every partial
+    sum after the tree levels listed in ``cut_after``.
+
+    Level 0 is the operands themselves, level ``l`` the sums after ``l`` rows of adders (the
+    tree has ``ceil(log2(len(values)))`` levels). After each level in ``cut_after`` every value
+    of that level, pass-throughs of an odd count included, goes through ``register`` (a
+    callable returning the registered value, such as
+    :meth:`hdl.stream_stage.StallPipeline.stage`), so every path through the tree crosses the
+    same number of registers: ``len(set(cut_after) & {0..depth})``. Levels beyond the depth
+    are not registered. With no cuts this is :func:`adder_tree`.
+
+    Returns
+    -------
+    Value
+        The sum (combinational from the last cut).
+    """
+    values = [Value.cast(value) for value in values]
+    cut_after = set(cut_after)
+    if cut_after and register is None:
+        raise ValueError("adder_tree_cut needs a register callable when cut_after is not empty")
+    if not values:
+        return Const(0, 1)
+    level = 0
+    while True:
+        if level in cut_after:
+            values = [register(value) for value in values]
+        if len(values) == 1:
+            return values[0]
+        paired = [values[k] + values[k + 1] for k in range(0, len(values) - 1, 2)]
+        if len(values) % 2:
+            paired.append(values[-1])
+        values = paired
+        level += 1
 
 
 def popcount(bits):

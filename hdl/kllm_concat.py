@@ -6,9 +6,14 @@ from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import output_register
+from .stream_stage import StallPipeline, check_pipeline
 
 __all__ = ["KllmConcat"]
+
+#: Highest ``pipeline`` value: input register stages in front of the output register.
+MAX_PIPELINE = 2
+#: The output register alone already runs far above 150 MHz (docs/units/kllm_concat.md).
+DEFAULT_PIPELINE = 0
 
 
 class KllmConcat(wiring.Component):
@@ -33,6 +38,21 @@ class KllmConcat(wiring.Component):
         Weight index width n_B, 1..8 (default 4).
     lanes : int
         Number of Concat units, 1..4096 (default 16).
+    pipeline : int
+        Register stages in front of the output register, 0..2 (default 0).
+
+        * 0: the output register alone (the paper's Concat unit); latency 1.
+        * 1: plus one input register stage holding ``a`` and ``b`` (``lanes x (a_bits +
+          b_bits)`` more flip-flops); latency 2. It gives the placer a register next to the
+          source and one next to the consumer, for a 4096-lane array whose inputs and outputs
+          are spread over the die; the concatenation itself has no logic to cut.
+        * 2: two input register stages; latency 3.
+
+        Every stage loads at the one clock enable ``~o.valid | o.ready``
+        (:class:`~hdl.stream_stage.StallPipeline`), so ``i.ready`` stays combinational in
+        ``o.ready`` at every depth. The default is 0: the output register alone runs far above
+        150 MHz on ECP5 and iCE40 (docs/units/kllm_concat.md, Timing), and the input stages
+        measured no faster at 16 lanes.
 
     Members
     -------
@@ -41,9 +61,13 @@ class KllmConcat(wiring.Component):
         (``lanes`` x ``b_bits``), lane 0 in the least significant bits.
     o : ``Out(stream.Signature(out_layout))``
         Output stream; payload field ``y`` (``lanes`` x ``a_bits + b_bits``).
+    latency : int
+        Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``:
+        ``1 + pipeline``.
 
-    Latency and throughput: one cycle from the transfer on ``i`` to ``o.valid``; one beat per
-    cycle sustained. ``i.ready`` is combinational in ``o.ready`` (a single register stage).
+    Latency and throughput: ``1 + pipeline`` cycles from the transfer on ``i`` to ``o.valid``;
+    one beat per cycle sustained at every depth. ``i.ready`` is combinational in ``o.ready``
+    (``~o.valid | o.ready``); ``o.valid`` and ``o.payload`` come straight from flip-flops.
 
     Raises
     ------
@@ -53,13 +77,13 @@ class KllmConcat(wiring.Component):
         If a parameter is outside its range.
     """
 
-    #: Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``.
-    latency = 1
-
-    def __init__(self, *, a_bits=4, b_bits=4, lanes=16):
+    def __init__(self, *, a_bits=4, b_bits=4, lanes=16, pipeline=DEFAULT_PIPELINE):
         self.a_bits = check_int("a_bits", a_bits, min_value=1, max_value=8)
         self.b_bits = check_int("b_bits", b_bits, min_value=1, max_value=8)
         self.lanes = check_int("lanes", lanes, min_value=1, max_value=4096)
+        self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
+        #: Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``.
+        self.latency = 1 + self.pipeline
         self.in_layout = data.StructLayout({
             "a": data.ArrayLayout(unsigned(self.a_bits), self.lanes),
             "b": data.ArrayLayout(unsigned(self.b_bits), self.lanes),
@@ -74,17 +98,17 @@ class KllmConcat(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Only ``o.valid`` needs a reset; the payload register does not (saves a reset mux per
-        # bit where the target has no free synchronous reset).
-        y_reg = Signal(self.out_layout, reset_less=True)
-        m.d.comb += self.o.payload.eq(y_reg)
-        a = split_lanes(m, self.i.payload.a, self.a_bits, self.lanes, name="a")
-        b = split_lanes(m, self.i.payload.b, self.b_bits, self.lanes, name="b")
+        # One valid chain and one clock enable for the input stages and the output register.
+        # The payload registers are reset-less (no reset mux per bit where the target has no
+        # free synchronous reset); only the valid chain is reset.
+        pipe = StallPipeline(m, self.i, self.o, latency=self.latency, name="concat")
+        operands = pipe.delay(self.i.payload, self.pipeline, name="operands")
+        a = split_lanes(m, operands.a, self.a_bits, self.lanes, name="a")
+        b = split_lanes(m, operands.b, self.b_bits, self.lanes, name="b")
         # Cat puts its first argument in the least significant bits: lane 0 first, and within
         # a lane the weight index low, the activation index high. One assignment for the whole
         # register keeps elaboration linear in ``lanes`` (per-lane slices were quadratic).
         product_indices = Cat(*(Cat(b[lane], a[lane]) for lane in range(self.lanes)))
-        load = output_register(m, self.i, self.o)
-        with m.If(load):
-            m.d.sync += y_reg.as_value().eq(product_indices)
+        y_reg = pipe.stage(product_indices, name="y_reg")
+        m.d.comb += self.o.payload.as_value().eq(y_reg)
         return m

@@ -169,8 +169,7 @@ def test_payload_codec_rejects_out_of_range_fields():
 
 #: Units whose ``pipeline`` parameter has not landed yet (issue 14 is open): remove a unit
 #: from this set when it lands; the test below fails for a listed unit that has one.
-NOT_YET_PIPELINED = {"kllm_concat", "kllm_idx_counter", "orizuru", "orizuru_scan",
-                     "oaken_decomposer", "oaken_dequantizer"}
+NOT_YET_PIPELINED = {"oaken_decomposer", "oaken_dequantizer"}
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))

@@ -62,10 +62,24 @@ def test_golden_concat_rejects_out_of_range_indices():
     ({"a_bits": 4.0}, TypeError, r"a_bits must be an integer, not 4\.0"),
     ({"lanes": "16"}, TypeError, r"lanes must be an integer, not '16'"),
     ({"b_bits": True}, TypeError, r"b_bits must be an integer, not True"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.2, not -1"),
+    ({"pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
+    ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
         KllmConcat(**kwargs)
+
+
+@pytest.mark.parametrize("pipeline", [0, 1, 2])
+def test_latency_follows_the_pipeline_depth(pipeline, tmp_path):
+    import json
+
+    unit = KllmConcat(pipeline=pipeline)
+    assert unit.latency == 1 + pipeline
+    assert KllmConcat().pipeline == 0
+    generate("kllm_concat", {"pipeline": pipeline}, tmp_path)
+    assert json.loads((tmp_path / "kllm_concat.json").read_text())["latency"] == 1 + pipeline
 
 
 def test_numpy_integers_are_accepted():
@@ -103,7 +117,9 @@ BENCH_CONFIGS = [
     pytest.param({}, 10_000, id="default-a4b4x16"),
     pytest.param({"a_bits": 3, "b_bits": 4, "lanes": 16}, 3_000, id="kllm-a3"),
     pytest.param({"a_bits": 1, "b_bits": 8, "lanes": 1}, 3_000, id="a1b8x1"),
-    pytest.param({"a_bits": 8, "b_bits": 1, "lanes": 3}, 3_000, id="a8b1x3"),
+    # The deepest pipeline (the default, 0, runs in every other configuration).
+    pytest.param({"a_bits": 8, "b_bits": 1, "lanes": 3, "pipeline": 2}, 3_000,
+                 id="a8b1x3-pipeline2"),
     pytest.param({"a_bits": 4, "b_bits": 4, "lanes": 4096}, 100, id="kllm-lane-4096"),
 ]
 

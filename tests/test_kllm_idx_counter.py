@@ -29,6 +29,9 @@ from verif.runner import BenchFailure, edit_site, run_testbench
     ({"mode": "kk", "weight_bits": 4}, ValueError, r"weight_bits applies to mode 'ik' only"),
     ({"n_inputs": 16.0}, TypeError, r"n_inputs must be an integer, not 16\.0"),
     ({"max_len": "4096"}, TypeError, r"max_len must be an integer, not '4096'"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
+    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": 2.0}, TypeError, r"pipeline must be an integer, not 2\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -53,6 +56,29 @@ def test_paper_configuration_widths():
     assert KllmIdxCounter(mode="ik", idx_bits=4).count_bits == 16
 
 
+@pytest.mark.parametrize("pipeline,latency", [(0, 2), (1, 4), (2, 5), (3, 5)])
+def test_latency_follows_the_pipeline_depth(pipeline, latency, tmp_path):
+    import json
+
+    assert KllmIdxCounter(pipeline=pipeline).latency == latency
+    params = {"n_inputs": 4, "idx_bits": 3, "pipeline": pipeline}
+    generate("kllm_idx_counter", params, tmp_path)
+    assert json.loads((tmp_path / "kllm_idx_counter.json").read_text())["latency"] == latency
+
+
+def test_default_pipeline_is_the_timing_closed_depth():
+    assert KllmIdxCounter().pipeline == 3
+
+
+@pytest.mark.parametrize("pipeline", [0, 1, 2, 3])
+def test_verilog_ports_are_the_same_at_every_depth(pipeline):
+    text = verilog.convert(KllmIdxCounter(n_inputs=4, idx_bits=3, mode="ik", max_len=20,
+                                          pipeline=pipeline),
+                           name="kllm_idx_counter", emit_src=False)
+    assert "input [32:0] i__payload;" in text
+    assert "output [9:0] o__payload;" in text
+
+
 def test_verilog_ports_follow_the_spec():
     text = verilog.convert(KllmIdxCounter(n_inputs=4, idx_bits=3, mode="ik", max_len=20),
                            name="kllm_idx_counter", emit_src=False)
@@ -68,16 +94,21 @@ def test_verilog_ports_follow_the_spec():
 # --- benches ---------------------------------------------------------------------------------
 
 BENCH_CONFIGS = [
-    # The paper configuration: 16 inputs, 256 bins, K up to 4096.
+    # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
     pytest.param({}, 40, id="kllm-a4-256bins"),
     pytest.param({"idx_bits": 6}, 100, id="w3a3-64bins"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),
     # 2,000 reductions in each mode under backpressure; small bins keep the readout short.
     pytest.param({"idx_bits": 4}, 2000, id="kk-16bins"),
-    # Odd sizes and a short max_len (5-bit counter) so that wrapping is exercised cheaply.
-    pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20}, 500, id="kk-5in-maxlen20"),
-    pytest.param({"n_inputs": 3, "idx_bits": 2, "mode": "ik", "weight_bits": 3, "max_len": 9},
-                 500, id="ik-3in-maxlen9"),
+    # Odd sizes and a short max_len (5-bit counter) so that wrapping is exercised cheaply; these
+    # two run the lowest-latency circuit (pipeline=0), the others the default depth.
+    pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "pipeline": 0}, 500,
+                 id="kk-5in-maxlen20-pipeline0"),
+    pytest.param({"n_inputs": 3, "idx_bits": 2, "mode": "ik", "weight_bits": 3, "max_len": 9,
+                  "pipeline": 0}, 500, id="ik-3in-maxlen9-pipeline0"),
+    # The intermediate depth with the shortest front (2 stages).
+    pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "pipeline": 1}, 500,
+                 id="kk-5in-maxlen20-pipeline1"),
 ]
 
 
@@ -94,25 +125,35 @@ def test_bench(params, reductions):
         assert throughput["indices_per_cycle"] == unit.n_inputs
 
 
-# The mutants below are for MUTANT_PARAMS: idx (5 x 3 bits) fills beat[14:0], mask beat[19:15].
+# The mutants below are for MUTANT_PARAMS at the default depth: idx (5 x 3 bits) fills
+# i__payload[14:0], mask i__payload[19:15]; with the decode cut the mask bits are ANDed into
+# the predecoded lines ahead of the input register.
 MUTANT_PARAMS = {"n_inputs": 5, "idx_bits": 3, "max_len": 20}
 
 
 def _ignore_lane0_mask(text):
-    """Lane 0 counts even when masked: its mask bit (beat[15]) is replaced by 1 in every bin."""
-    return edit_site(text, r"& beat\[15\];", "& 1'h1;", sites=8)
+    """Lane 0 counts even when masked: its mask bit is replaced by 1 in its 8 predecode lines."""
+    return edit_site(text, r"(assign \\\$\d+  = \\\$\d+  & )\\\$\d+ \[0\];", r"\g<1>1'h1;",
+                     sites=8)
 
 
 def _readout_one_bin_short(text):
-    """The readout ends (and flags last) at bin 6 of 8."""
-    return edit_site(text, r"assign at_last_bin = pointer == 3'h7;",
-                     "assign at_last_bin = pointer == 3'h6;")
+    """The readout ends (and flags last) at bin 6 of 8: `at_last_bin` is set one bin early."""
+    return edit_site(text, r"pointer == 3'h6;", "pointer == 3'h5;")
+
+
+def _stale_ready_prediction(text):
+    """The skid buffer's predicted ready forgets that it stays high when no beat arrives: the
+    readout bank's registered enable then disagrees with the transfers under backpressure."""
+    return edit_site(text, r"assign ready_next = (\\\$\d+)  \| \\\$\d+ ;",
+                     r"assign ready_next = \1 ;")
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation", [("nomask", _ignore_lane0_mask),
-                                      ("short", _readout_one_bin_short)],
-                         ids=["ignores-mask", "short-readout"])
+                                      ("short", _readout_one_bin_short),
+                                      ("ready", _stale_ready_prediction)],
+                         ids=["ignores-mask", "short-readout", "stale-ready-prediction"])
 def test_bench_fails_on_broken_rtl(mutation):
     with pytest.raises(BenchFailure):
         run_testbench("kllm_idx_counter", MUTANT_PARAMS,
@@ -123,14 +164,20 @@ def test_bench_fails_on_broken_rtl(mutation):
 
 
 @pytest.mark.synth
-def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path):
+@pytest.mark.parametrize("pipeline", [0, 3])
+def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path, pipeline):
     from fpga.yosys import synth
 
-    params = {"n_inputs": 4, "idx_bits": 3, "max_len": 20}
+    params = {"n_inputs": 4, "idx_bits": 3, "max_len": 20, "pipeline": pipeline}
     source = generate("kllm_idx_counter", params, tmp_path / "v")
     result = synth(source, "kllm_idx_counter", "ice40", tmp_path / "synth")
-    # 8 bins x 5-bit accumulators, 8 x 5-bit readout bank, the beat register
-    # (4 x 3 idx + 4 mask + 1 last), valid, fresh, busy and a 3-bit pointer.
-    minimum = 8 * 5 * 2 + 17 + 1 + 1 + 1 + 3
+    banks = 8 * 5 * 2                   # 8 bins x 5-bit accumulators and readout bank
+    if pipeline == 0:
+        # The beat register (4 x 3 idx + 4 mask), valid, fresh, busy and a 3-bit pointer.
+        minimum = banks + 16 + 1 + 1 + 1 + 3
+    else:
+        # Predecoded lines (4 lanes x 8), the per-bin 3-bit partial sums and contributions
+        # (4 lanes: the partial cut falls on the last tree level), the skid buffer (2 x 6 + 2).
+        minimum = banks + 4 * 8 + 8 * 3 * 2 + 14
     assert result.metrics["FF"] >= minimum - 2  # Yosys may merge a constant flop or two
     assert result.metrics["LUT"] > 0

@@ -1,15 +1,15 @@
 # amaranth: UnusedElaboratable=no
 # (parameter-error tests build components whose constructor raises on purpose)
-"""orizuru: parameters, the binary16 comparator, elaboration, benches, mutation, synthesis."""
+"""orizuru: parameters, the binary16 comparator, every pipeline depth, benches, mutation."""
 
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from golden.orizuru import total_order_key
+from golden.orizuru import orizuru_beats, total_order_key
 from hdl.fp16 import Fp16TotalOrderCompare
-from hdl.orizuru import Orizuru
+from hdl.orizuru import DEFAULT_PIPELINE, MAX_PIPELINE, Orizuru, OrizuruScan
 from verif.runner import BenchFailure, edit_site, run_testbench
 
 
@@ -22,6 +22,9 @@ from verif.runner import BenchFailure, edit_site, run_testbench
     ({"width": 32}, ValueError, r"width must be in range 16\.\.16, not 32"),
     ({"structure": "heap"}, ValueError, r"structure must be one of 'tree', 'scan'"),
     ({"n": 16.0}, TypeError, r"n must be an integer, not 16\.0"),
+    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
+    ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -57,12 +60,122 @@ def test_comparator_is_ieee_total_order():
     np.testing.assert_array_equal(np.array(results)[strict], (fa > fb)[strict])
 
 
+# --- every pipeline depth, in Amaranth's simulator ------------------------------------------
+
+
+def _vectors(n, count, rng):
+    """Random bit patterns, few-valued vectors (many ties) and float16 normals; the first vector
+    all equal."""
+    kinds = rng.integers(0, 3, count)
+    raw = rng.integers(0, 1 << 16, (count, n))
+    ties = rng.integers(0, 3, (count, n)) * 0x0400 + 0x3C00
+    normal = rng.standard_normal((count, n)).astype(np.float16).view(np.uint16)
+    xs = np.where(kinds[:, None] == 0, raw, np.where(kinds[:, None] == 1, ties, normal))
+    xs[0] = 0x3C00
+    return xs.astype(np.int64)
+
+
+def _simulate(dut, xs, rng, valid_probability, ready_probability):
+    """Drive ``xs`` into ``dut`` with random gaps on ``i.valid`` and ``o.ready``, check that a
+    waiting output beat holds, and return the beats and the transfer cycles."""
+    fields = ("max_index", "max_value", "min_index", "min_value", "last", "mask")
+    beats = {field: [] for field in fields}
+    cycles = {"i": [], "o": []}
+    expected_beats = len(xs) * dut.k
+
+    async def bench(ctx):
+        sent = cycle = 0
+        held = None
+        while len(beats["last"]) < expected_beats:
+            assert cycle < 200 * (len(xs) + 2) * (dut.k + dut.latency), "no progress"
+            offer = sent < len(xs) and rng.random() < valid_probability
+            ctx.set(dut.i.valid, offer)
+            if offer:
+                ctx.set(dut.i.payload.x, [int(v) for v in xs[sent]])
+            ready = rng.random() < ready_probability
+            ctx.set(dut.o.ready, ready)
+            await ctx.delay(1e-9)
+            if held is not None:
+                assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.as_value()) == held, (
+                    f"cycle {cycle}: a beat waiting for o.ready changed or left")
+            held = None
+            if ctx.get(dut.o.valid):
+                if ready:
+                    payload = ctx.get(dut.o.payload)
+                    for field in fields:
+                        beats[field].append(int(getattr(payload, field)))
+                    cycles["o"].append(cycle)
+                else:
+                    held = ctx.get(dut.o.payload.as_value())
+            if offer and ctx.get(dut.i.ready):
+                cycles["i"].append(cycle)
+                sent += 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return beats, cycles
+
+
+# pipeline=0 and the default run in the cocotb benches below as well.
+SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 5), (32, 3)]
+
+
+@pytest.mark.parametrize("pipeline", range(1, MAX_PIPELINE + 1))
+@pytest.mark.parametrize("structure", ["tree", "scan"])
+def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
+    rng = np.random.default_rng([pipeline, structure == "scan"])
+    for n, k in SIM_CONFIGS:
+        dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
+        xs = _vectors(n, 12, rng)
+        beats, _ = _simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
+        expected = orizuru_beats(xs, k)
+        for field, values in beats.items():
+            assert values == [int(v) for v in expected[field]], (n, k, field)
+
+
+@pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
+@pytest.mark.parametrize("structure", ["tree", "scan"])
+def test_every_depth_keeps_k_cycles_per_vector_and_its_latency(structure, pipeline):
+    rng = np.random.default_rng(3)
+    for n, k in [(16, 2), (8, 3)]:
+        dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
+        xs = _vectors(n, 16, rng)
+        beats, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
+        assert cycles["o"][0] - cycles["i"][0] == dut.latency
+        # One beat per cycle from the first to the last: k cycles per vector back to back.
+        assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
+
+
+@pytest.mark.parametrize("structure,n,k,pipeline,latency", [
+    ("tree", 16, 2, 0, 1), ("tree", 16, 2, 1, 2), ("tree", 16, 2, 2, 4),
+    ("tree", 16, 2, 3, 7), ("scan", 16, 2, 3, 8), ("scan", 16, 2, 2, 4),
+    ("tree", 16, 4, 3, 15), ("tree", 16, 1, 3, 4), ("tree", 2, 2, 3, 1), ("tree", 2, 2, 1, 1),
+    ("tree", 1024, 2, 3, 19), ("scan", 1024, 2, 3, 20),
+])
+def test_latency_attribute(structure, n, k, pipeline, latency):
+    assert Orizuru(n=n, k=k, structure=structure, pipeline=pipeline).latency == latency
+
+
+def test_default_depth_and_baseline_defaults():
+    assert Orizuru().pipeline == OrizuruScan().pipeline == DEFAULT_PIPELINE == 3
+    assert OrizuruScan(pipeline=0).latency == 1
+
+
+# --- cocotb benches on the generated Verilog -----------------------------------------------
+
+
 BENCH_CONFIGS = [
     pytest.param("orizuru", {}, 5000, id="paper-n16-k2"),
+    pytest.param("orizuru", {"pipeline": 0}, 2000, id="paper-n16-k2-pipeline0"),
     pytest.param("orizuru", {"n": 2, "k": 2}, 1000, id="n2-k2"),
     pytest.param("orizuru", {"n": 8, "k": 8}, 1000, id="n8-k8"),
     pytest.param("orizuru", {"n": 64, "k": 4}, 300, id="n64-k4"),
     pytest.param("orizuru_scan", {}, 2000, id="scan-baseline-n16-k2"),
+    pytest.param("orizuru_scan", {"pipeline": 0}, 1000, id="scan-baseline-n16-k2-pipeline0"),
 ]
 
 
@@ -75,12 +188,23 @@ def test_bench(unit, params, vectors):
 
 
 def _min_tree_ties_left(text):
-    """The min tree's leaf level copies the max tree's bit instead of its inverse."""
+    """The min tree's leaf level copies the max tree's bit instead of its inverse (the same
+    site at every depth)."""
     return edit_site(text, r"(assign init_min_bit_8 = )~ ?([^;]+);", r"\1\2;")
 
 
+def _maintenance_ties_to_sibling(text):
+    """In the pipelined maintenance, the max tree's path winner loses every tie at height 2
+    (its tie-side bit forced to 0): pop 2 of an all-equal vector becomes lane 2, not 1."""
+    return edit_site(text, r"(assign m2_max_better_2 = \{[^}]*\} < \{[^,]+, )[^}]+\}",
+                     r"\g<1>1'h0 }")
+
+
 @pytest.mark.sim
-def test_bench_fails_on_broken_rtl():
+@pytest.mark.parametrize("name,edit", [
+    ("min-leaf", _min_tree_ties_left),
+    ("maintenance-ties", _maintenance_ties_to_sibling),
+])
+def test_bench_fails_on_broken_rtl(name, edit):
     with pytest.raises(BenchFailure):
-        run_testbench("orizuru", {}, extra_env={"QLLM_VECTORS": 300},
-                      mutation=("min-leaf", _min_tree_ties_left))
+        run_testbench("orizuru", {}, extra_env={"QLLM_VECTORS": 300}, mutation=(name, edit))

@@ -94,7 +94,7 @@ def _refusal(**params) -> str:
 @pytest.mark.parametrize("args, message", [
     (["--unit", "nope", "--param", "lanes", "--values", "1"], "unknown unit 'nope'"),
     (["--unit", "kllm_concat", "--param", "width", "--values", "1"],
-     "unknown parameter 'width' for unit 'kllm_concat'; known: a_bits, b_bits, lanes"),
+     "unknown parameter 'width' for unit 'kllm_concat'; known: a_bits, b_bits, lanes, pipeline"),
     (["--unit", "kllm_concat", "--param", "lanes"], "no values to sweep lanes"),
     (["--unit", "kllm_concat", "--param", "lanes", "--values"], "no values to sweep lanes"),
     (["--unit", "kllm_concat", "--param", "lanes", "--values", "1", "--set", "lanes=2"],
@@ -122,7 +122,7 @@ def test_values_parse_like_set():
     plan = make_plan("kllm_concat", "lanes", ["4", "1", "4", "0x2"], config="kllm-a3-16",
                      area_targets=["cmos"], build_dir="build")
     assert plan.values == (4, 1, 2)                   # duplicates removed, order kept
-    assert plan.other_params() == {"a_bits": 3, "b_bits": 4}
+    assert plan.other_params() == {"a_bits": 3, "b_bits": 4, "pipeline": 0}
     assert plan.point_dir(4) == ROOT / "build" / "sweep" / "kllm_concat-lanes" / "4"
 
 

@@ -14,12 +14,15 @@ directed_reductions
     single entry, K = max_len with one index (the largest count that must not overflow), and
     one reduction past the counter's range (wraps).
 random_reductions_backpressure
-    ``QLLM_REDUCTIONS`` random reductions (random K, random masks, back to back) under random
-    gaps on ``i.valid`` and ``o.ready``; every bin of every histogram is compared.
+    ``QLLM_REDUCTIONS`` random reductions (random masks, back to back; three in four short, up
+    to 6 beats, one in four long, ``2**idx_bits`` to twice as many beats) under random gaps on
+    ``i.valid`` and ``o.ready``; every bin of every histogram is compared.
 sustained_throughput
     No backpressure, reductions of K = max_len: checks that the input never stalls when a
-    reduction has at least ``2**idx_bits`` beats (readout fully overlapped) and records
-    indices per cycle and cycles per column.
+    reduction has at least ``2**idx_bits`` beats (readout fully overlapped), that shorter
+    reductions keep the readout busy (histograms back to back), and that the first bin leaves
+    the manifest's ``latency`` cycles after the ``last`` beat; records indices per cycle and
+    cycles per column.
 """
 
 import os
@@ -139,11 +142,17 @@ async def random_reductions_backpressure(dut):
     p = bench.params
     r = Reductions(p, count_bits(bench), bench.rng)
     count = int(os.environ.get("QLLM_REDUCTIONS", 200))
-    max_k = min(p["max_len"], 6 * p["n_inputs"])
-    for k in bench.rng.integers(1, max_k + 1, count):
+    n, bins = p["n_inputs"], 1 << p["idx_bits"]
+    max_k = min(p["max_len"], 6 * n)
+    # One reduction in four is long (bins to 2 x bins beats, wrapping past max_len where that is
+    # small): the readout then drains before the next `last` arrives, so a `last` also finds
+    # the bank idle while the output is held, besides waiting for a busy bank (short ones).
+    long_ones = bench.rng.random(count) < 0.25
+    lengths = np.where(long_ones, bench.rng.integers(bins * n, 2 * bins * n + 1, count),
+                       bench.rng.integers(1, max_k + 1, count))
+    for k in lengths:
         r.add_random(int(k))
-    bins = 1 << p["idx_bits"]
-    await run(bench, r, max_cycles=40 * count * (bins + 6))
+    await run(bench, r, max_cycles=40 * (count * (bins + 6) + int(lengths.sum()) // n))
     record_metrics("random_reductions_backpressure", reductions=count, entries=r.entries,
                    output_beats=count * bins, beats=count * bins,
                    seconds=bench.wall_seconds,
@@ -173,6 +182,16 @@ async def sustained_throughput(dut):
         assert input_cycles == len(cycles), (
             f"input stalled: {len(cycles)} beats took {input_cycles} cycles although every "
             f"reduction ({beats_per_column} beats) covers the {bins}-cycle readout")
+    else:
+        # Readout-bound: each histogram follows the previous one with no idle cycle.
+        gaps = np.flatnonzero(np.diff(out_cycles) != 1)
+        assert gaps.size == 0, (
+            f"readout idle between histograms: output beat {gaps[0] + 1} at cycle "
+            f"{out_cycles[gaps[0] + 1]} after cycle {out_cycles[gaps[0]]}")
+    first_bin_latency = out_cycles[0] - cycles[beats_per_column - 1]
+    assert first_bin_latency == bench.latency, (
+        f"first bin {first_bin_latency} cycles after its last beat, the manifest declares "
+        f"latency {bench.latency}")
     total = out_cycles[-1] - cycles[0] + 1
     indices_per_cycle = columns * k / input_cycles
     dut._log.info("%d columns of K=%d: %.2f indices/cycle on input, %d cycles in all "
@@ -186,4 +205,4 @@ async def sustained_throughput(dut):
                    indices_per_cycle=indices_per_cycle, total_cycles=total,
                    cycles_per_column=input_cycles / columns, serial_cycles=serial,
                    readout_overlap=hidden / (columns * bins),
-                   first_bin_latency=out_cycles[0] - cycles[beats_per_column - 1])
+                   first_bin_latency=first_bin_latency)
