@@ -322,9 +322,12 @@ def test_break_unblocks_a_bridge_whose_unit_never_takes_its_beat():
     """A unit that never takes its input (e.g. waiting for another stream) blocks every later
     command; connect()'s break resets the bridge anyway."""
     class Stuck(KllmConcat):
+        # The Concat unit's ports and nothing behind them: ``i.ready`` and ``o.valid`` stay low.
+        # (Forcing only ``i.ready`` low on the real unit would not stop it: its pipeline loads
+        # on its own clock enable, and would stream outputs for a beat it never took.)
         def elaborate(self, platform):
-            m = super().elaborate(platform)
-            m.d.comb += self.i.ready.eq(0)
+            m = Module()
+            m.d.comb += [self.i.ready.eq(0), self.o.valid.eq(0)]
             return m
 
     port = SimulatedPort(UartBridge(Stuck(lanes=1), DIVISOR), seed=3, timeout_bytes=20)
