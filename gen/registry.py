@@ -137,7 +137,7 @@ UNITS = {
         UnitSpec(
             name="oaken_decomposer",
             factory="hdl.oaken_decomposer:OakenDecomposer",
-            defaults={"lanes": 16, "data_bits": 16},
+            defaults={"lanes": 16, "data_bits": 16, "pipeline": 1},
             configs={
                 # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
                 "oaken-16": {"lanes": 16, "data_bits": 16},
@@ -152,7 +152,8 @@ UNITS = {
         UnitSpec(
             name="oaken_dequantizer",
             factory="hdl.oaken_dequantizer:OakenDequantizer",
-            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
+            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
+                      "pipeline": 7},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},

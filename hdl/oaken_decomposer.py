@@ -6,9 +6,14 @@ from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import output_register
+from .stream_stage import SkidBuffer, StallPipeline, check_pipeline
 
 __all__ = ["OakenDecomposer", "MIDDLE", "INNER", "OUTER", "THRESHOLDS", "check_lanes"]
+
+#: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenDecomposer`).
+CUT_ORDER = ("classify", "skid")
+#: The depth that closes timing at the paper configuration (docs/units/oaken.md, Timing).
+DEFAULT_PIPELINE = 1
 
 #: Group codes on the ``group`` field (SPEC section 4).
 MIDDLE, INNER, OUTER = 0, 1, 2
@@ -53,6 +58,15 @@ class OakenDecomposer(wiring.Component):
         Elements per beat, a power of two dividing 64 (default 16).
     data_bits : int
         Width of a signed KV value and of each threshold, 2..32 (default 16).
+    pipeline : int
+        Register cuts, 0..2 (default 1). Each value adds the next cut of ``CUT_ORDER``:
+
+        0. the output register only: latency 1, the lowest.
+        1. ``classify``: the four threshold differences and the two upper comparisons are
+           registered before the group decision and the lane multiplexers.
+        2. ``skid``: a :class:`~hdl.stream_stage.SkidBuffer` on ``o`` (``i.ready`` and the
+           clock enable come from flip-flops instead of ``o.ready``); measured slower and larger
+           than 1 at the paper configuration (docs/units/oaken.md, Timing), kept available.
 
     Members
     -------
@@ -63,8 +77,9 @@ class OakenDecomposer(wiring.Component):
         Payload ``group`` (``lanes`` x 2: 0 middle, 1 inner, 2 outer), ``side`` (``lanes`` x 1,
         1 = upper side), ``inlier`` and ``outlier`` (``lanes`` x ``data_bits + 1`` signed).
 
-    Latency and throughput: one cycle, one beat per cycle; ``i.ready`` is combinational in
-    ``o.ready``.
+    Latency and throughput: ``latency = 1 + pipeline`` cycles from a transfer on ``i`` to the
+    corresponding beat being valid on ``o`` (2 at the default), one beat per cycle at every
+    depth; ``i.ready`` is combinational in ``o.ready`` unless the ``skid`` cut is on.
 
     Raises
     ------
@@ -72,11 +87,13 @@ class OakenDecomposer(wiring.Component):
         If a parameter is not an integer or out of range (the message names it).
     """
 
-    latency = 1
-
-    def __init__(self, *, lanes=16, data_bits=16):
+    def __init__(self, *, lanes=16, data_bits=16, pipeline=DEFAULT_PIPELINE):
         self.lanes = check_lanes(lanes)
         self.data_bits = check_int("data_bits", data_bits, min_value=2, max_value=32)
+        self.pipeline = check_pipeline(pipeline, max_value=len(CUT_ORDER))
+        self.cuts = frozenset(CUT_ORDER[:self.pipeline])
+        #: Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``.
+        self.latency = 1 + self.pipeline
         self.shift_bits = self.data_bits + 1
         value = signed(self.data_bits)
         self.in_layout = data.StructLayout({
@@ -97,45 +114,59 @@ class OakenDecomposer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.i.payload
-        out = Signal(self.out_layout, reset_less=True)
-        m.d.comb += self.o.payload.eq(out)
+        cuts = self.cuts
+        # The core's output stream: ``o`` itself, or the input of the skid buffer in front of it.
+        if "skid" in cuts:
+            core = stream.Signature(self.out_layout).create(path=("core",))
+            m.submodules.skid = skid = SkidBuffer(self.out_layout)
+            wiring.connect(m, core, skid.i)
+            wiring.connect(m, skid.o, wiring.flipped(self.o))
+        else:
+            core = self.o
+        pipe = StallPipeline(m, self.i, core, latency=1 + ("classify" in cuts), name="decomp")
+        classify = "classify" in cuts
 
         xs = split_lanes(m, p.x, self.data_bits, self.lanes, name="x")
+        S = self.shift_bits
         groups, sides, inliers, outliers = [], [], [], []
         for lane, raw in enumerate(xs):
             x = Signal(signed(self.data_bits), name=f"x_{lane}")
             m.d.comb += x.eq(raw)
-            outer_hi = Signal(name=f"outer_hi_{lane}")
+            # Every group shift is computed (four subtractors in parallel); the two lower
+            # comparisons are the signs of their differences, the two upper ones are
+            # comparators. The group then only selects (no arithmetic after the decision).
+            diff = {}
+            for name in THRESHOLDS:
+                diff[name] = Signal(signed(S), name=f"{name}_diff_{lane}")
+                m.d.comb += diff[name].eq(x - p[name])
+            above_outer = Signal(name=f"above_outer_{lane}")
+            above_inner = Signal(name=f"above_inner_{lane}")
+            m.d.comb += [above_outer.eq(x > p.t_hi_o), above_inner.eq(x > p.t_hi_i)]
+            below_outer = diff["t_lo_o"][-1]                       # x < t_lo_o
+            below_inner = diff["t_lo_i"][-1]                       # x < t_lo_i
+            # Cut "classify": the differences and the comparisons are registered.
+            x, above_outer, above_inner, below_outer, below_inner = (
+                pipe.stage(v, name=f"{n}_{lane}_c", enable=classify)
+                for n, v in (("x", x), ("above_outer", above_outer),
+                             ("above_inner", above_inner), ("below_outer", below_outer),
+                             ("below_inner", below_inner)))
+            diff = {n: pipe.stage(v, name=f"{n}_diff_{lane}_c", enable=classify)
+                    for n, v in diff.items()}
             outer = Signal(name=f"outer_{lane}")
             inner = Signal(name=f"inner_{lane}")
-            above_inner = Signal(name=f"above_inner_{lane}")
+            middle = Signal(name=f"middle_{lane}")
             m.d.comb += [
-                outer_hi.eq(x > p.t_hi_o),
-                outer.eq(outer_hi | (x < p.t_lo_o)),
-                above_inner.eq(x > p.t_hi_i),
-                inner.eq(~outer & (x >= p.t_lo_i) & ~above_inner),
+                outer.eq(above_outer | below_outer),
+                inner.eq(~outer & ~below_inner & ~above_inner),
+                middle.eq(~outer & ~inner),
             ]
-            middle = ~outer & ~inner
-            # The threshold subtracted: one subtractor per lane behind a 5:1 select.
-            shift = Signal(signed(self.data_bits), name=f"shift_{lane}")
-            with m.If(outer_hi):
-                m.d.comb += shift.eq(p.t_hi_o)
-            with m.Elif(outer):
-                m.d.comb += shift.eq(p.t_lo_o)
-            with m.Elif(inner):
-                m.d.comb += shift.eq(0)
-            with m.Elif(above_inner):
-                m.d.comb += shift.eq(p.t_hi_i)
-            with m.Else():
-                m.d.comb += shift.eq(p.t_lo_i)
-            s = Signal(signed(self.shift_bits), name=f"s_{lane}")
-            m.d.comb += s.eq(x - shift)
             groups.append(Mux(outer, OUTER, Mux(inner, INNER, MIDDLE)).as_unsigned()[:2])
-            sides.append(Mux(outer, outer_hi, Mux(inner, x >= 0, above_inner)))
-            inliers.append(Mux(middle, s, 0)[:self.shift_bits])
-            outliers.append(Mux(middle, 0, s)[:self.shift_bits])
+            sides.append(Mux(outer, above_outer, Mux(inner, ~x[-1], above_inner)))
+            inliers.append(Mux(middle, Mux(above_inner, diff["t_hi_i"], diff["t_lo_i"]),
+                               0)[:S])
+            outliers.append(Mux(outer, Mux(above_outer, diff["t_hi_o"], diff["t_lo_o"]),
+                                Mux(inner, x, 0))[:S])
 
-        load = output_register(m, self.i, self.o)
-        with m.If(load):
-            m.d.sync += out.as_value().eq(Cat(*groups, *sides, *inliers, *outliers))
+        out = pipe.stage(Cat(*groups, *sides, *inliers, *outliers), name="out")
+        m.d.comb += core.payload.as_value().eq(out)
         return m

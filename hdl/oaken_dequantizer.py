@@ -1,25 +1,59 @@
 """Oaken dequantizer: zero-insert of COO outliers and integer dequantization (Oaken 5.2; SPEC 4)."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .arith import popcount
 from .lanes import split_lanes
 from .oaken_decomposer import THRESHOLDS, check_lanes
 from .params import check_int
+from .stream_stage import StallPipeline, check_pipeline
 
-__all__ = ["OakenDequantizer", "METADATA"]
+__all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER"]
 
 #: Metadata field names of the header, in SPEC order.
 METADATA = ("mid_min", "mid_d", "in_min", "in_d", "out_min", "out_d")
+#: Groups in the order of the metadata pairs.
+GROUPS = ("mid", "in", "out")
 
 COO_INDEX_BITS = 6
 ENTRY_BITS = 8
 
+#: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenDequantizer`).
+CUT_ORDER = ("coo", "scatter", "select", "sum", "partial", "offset", "queue")
+#: Cycles from a write into ``SyncFIFOBuffered`` to the entry being readable.
+QUEUE_LATENCY = 2
+#: The depth that closes timing at the paper configuration (docs/units/oaken.md, Timing).
+DEFAULT_PIPELINE = len(CUT_ORDER)
+
+
+def _register(m, value, name, *, reset=False):
+    """``value`` delayed by one clock (no enable; reset-less unless ``reset``)."""
+    register = Signal.like(value, name=name, reset_less=not reset)
+    m.d.sync += register.eq(value)
+    return register
+
+
+def _at_least(value, bound):
+    """``value >= bound`` for an unsigned ``value`` and a constant ``bound``, as AND/OR logic
+    (a comparison with a constant would otherwise become a carry chain)."""
+    width = len(value)
+    if bound <= 0:
+        return Const(1, 1)
+    if bound >= 1 << width:
+        return Const(0, 1)
+    top = 1 << (width - 1)
+    if bound & top:
+        return value[-1] & _at_least(value[:-1], bound - top)
+    return value[-1] | _at_least(value[:-1], bound)
+
 
 def _or_all(values):
-    """Bitwise OR of equal-width values, as a balanced tree."""
+    """Bitwise OR of values, as a balanced tree (0 for none)."""
+    values = list(values)
+    if not values:
+        return Const(0, 1)
     while len(values) > 1:
         values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
                   for k in range(0, len(values), 2)]
@@ -48,29 +82,37 @@ class OakenDequantizer(wiring.Component):
     ``dense`` beats, and COO beats up to and including the one with ``last`` set. A COO beat
     carries ``count`` entries packed from entry 0; a chunk without outliers sends one beat with
     ``count`` 0 and ``last`` 1. The three streams are independent: each is accepted as soon as
-    it is needed and there is room, whatever the others are doing.
+    there is room for it, whatever the others are doing.
 
-    **Zero insert.** Entries wait in a buffer of ``2 * lanes`` entries. The output beat for
-    window ``w`` (positions ``w*lanes .. w*lanes + lanes - 1``) leaves once every entry that can
-    fall in the window is known: the buffer holds an entry at or beyond the window's last
-    position, or ``lanes`` entries below the window end, or the chunk's ``last`` beat. The
-    window's entries are then at the head of the buffer; each is decoded to a one-hot lane
-    (the inserted zeros are the lanes no entry names) and the buffer shifts by their number.
-    A COO beat is accepted whenever at most ``lanes`` entries remain after this cycle's shift.
+    **Zero insert.** Every chunk owns a *slot*: a position map of ``vec_len`` x 3 bits
+    (outlier, outer, sign) and a header register. A COO beat is accepted whenever its chunk's
+    slot is free or already open, whatever its packing; each of its entries is decoded to a
+    one-hot position (``index``) and ORed into the map, so the positions no entry names stay
+    middle (the inserted zeros). The header is stored with ``min + 2^(frac_bits-1)`` already
+    added (the rounding constant, once per chunk instead of once per element). The output beat
+    for window ``w`` (positions ``w*lanes .. w*lanes + lanes - 1``) is issued, with the
+    matching ``dense`` beat, once every entry that can fall in the window is in the map: the
+    chunk's ``last`` beat has been written, or an entry at or beyond the window's last position
+    (indices strictly increase). A slot is freed when its chunk's final window has been issued
+    and its ``last`` beat written. There are enough slots (two at the paper configuration;
+    more when a chunk has few windows) that the next chunks' COO beats and headers are taken
+    while the current chunk is issued. The issue decision reads one register per (slot,
+    window), loaded with the next state of "header present and window complete": the same
+    cycle-by-cycle behaviour as reading those flags directly, with two LUT levels from
+    flip-flops to ``dense.ready``.
 
-    **Pace.** With COO beats packed full (``count == lanes`` on every beat but a chunk's
-    last), the unit emits one output beat per cycle at any outlier density, 0 % to 100 %,
-    and back-to-back chunks follow without a bubble: the chunk's last window and the next
-    chunk's first COO beat and header share a cycle. Sparser COO packing is decoded correctly
-    but may stall for COO beats (the unit needs the entries of a window, not their beats).
+    **Pace.** One output beat per cycle at any outlier density, 0 % to 100 %, and back-to-back
+    chunks follow without a bubble, as long as a chunk's COO beats are not more than its
+    windows (``vec_len / lanes``; with full packing, ``count == lanes`` on every beat but the
+    last, they never are). Sparser packing is decoded at the same rate while the slots cover
+    it, and waits for COO beats beyond that.
 
     **Malformed COO streams.** An entry whose index is not greater than the previous entry's
     of the same chunk, an index ``>= vec_len``, or a ``count`` above ``lanes`` sets the
     ``coo_error`` output, which stays high until reset. The chunk's values are then
-    unspecified, but the unit never stalls or loses alignment: it emits exactly ``vec_len /
-    lanes`` beats for the chunk, consumes its COO beats up to ``last`` (entries beyond the
-    chunk's final window are dropped), and decodes the next chunk normally. A ``count`` above
-    ``lanes`` is read as ``lanes``.
+    unspecified, but the unit never loses alignment: it emits exactly ``vec_len / lanes``
+    beats for the chunk, consumes its COO beats up to ``last``, and decodes the next chunk
+    normally. A ``count`` above ``lanes`` is read as ``lanes``.
 
     Parameters
     ----------
@@ -83,6 +125,29 @@ class OakenDequantizer(wiring.Component):
     frac_bits : int
         Fractional bits F of the metadata, 1..16 (default 8). Metadata values are
         ``M = data_bits + frac_bits + 2`` bits, signed.
+    pipeline : int
+        Register cuts, 0..7 (default 7). Each value adds the next cut of ``CUT_ORDER``:
+
+        0. the issue register (codes, the window's position flags, the header) and the output
+           register: latency 2, the lowest.
+        1. ``coo``: the accepted COO beat is registered predecoded (per entry one-hot high and
+           low index lines, presence, reach) before it is scattered into positions.
+        2. ``scatter``: the scattered beat (64 x 3 position bits, the windows it completes, its
+           first/last index and its per-entry malformed checks) is registered before the
+           map write; the malformed checks are ORed into ``coo_error`` one cycle later.
+        3. ``select``: each lane's (min, d, 3d), chosen by its group, is registered.
+        4. ``sum``: ``m = v >> F`` (with the sign applied when ``offset`` is on) is registered.
+        5. ``partial``: ``min + q[1:0] d`` and ``q[3:2] d`` are registered.
+        6. ``offset``: the offset sum (before saturation) is registered.
+        7. ``queue``: the output register becomes an output queue (``SyncFIFOBuffered``, one
+           entry per beat in flight): the arithmetic never stalls (its clock enable is
+           constant), a window is issued only while the queue has room for every beat in flight
+           (a credit count), and ``o.ready`` reaches nothing but the queue. Two cycles more
+           than the output register it replaces.
+
+        ``coo`` and ``scatter`` do not change the latency (the COO side runs ahead of the dense
+        side; they may add a slot when a chunk has few windows); ``select`` to ``offset`` add
+        one cycle each, ``queue`` two.
 
     Members
     -------
@@ -98,8 +163,15 @@ class OakenDequantizer(wiring.Component):
     coo_error : ``Out(1)``
         Sticky flag: a malformed COO stream was seen since reset.
 
-    Latency: two cycles from the ``dense`` transfer to ``o.valid`` (one for the zero insert,
-    one for the arithmetic). Throughput: one beat per cycle (see Pace).
+    Latency and throughput: ``latency`` cycles from the ``dense`` transfer to the
+    corresponding beat being valid on ``o`` with ``o.ready`` high (2 at ``pipeline=0``,
+    2 / 2 / 3 / 4 / 5 / 6 / 7 at 1..7, 7 at the default); a window is issued once its COO
+    entries are in the map (see Zero insert), which with the COO stream running ahead costs
+    nothing. One beat per cycle at every depth (see Pace). ``dense.ready``, ``hdr.ready`` and
+    ``coo.ready`` do not depend on the valid of their own stream; ``dense.ready`` is
+    combinational in ``o.ready`` unless the ``queue`` cut is on. ``coo_error`` rises 1 cycle
+    after the offending COO transfer at ``pipeline=0``, 2 at 1 and 4 from 2 on (a sticky
+    flag; the ``scatter`` cut also registers the checks before they are ORed).
 
     Raises
     ------
@@ -107,15 +179,40 @@ class OakenDequantizer(wiring.Component):
         If a parameter is not an integer or out of range (the message names it).
     """
 
-    latency = 2
-
-    def __init__(self, *, lanes=16, vec_len=64, data_bits=16, frac_bits=8):
+    def __init__(self, *, lanes=16, vec_len=64, data_bits=16, frac_bits=8,
+                 pipeline=DEFAULT_PIPELINE):
         self.vec_len = check_int("vec_len", vec_len, min_value=1, max_value=1 << COO_INDEX_BITS)
         self.lanes = check_lanes(lanes, self.vec_len)
         self.data_bits = check_int("data_bits", data_bits, min_value=2, max_value=32)
         self.frac_bits = check_int("frac_bits", frac_bits, min_value=1, max_value=16)
+        self.pipeline = check_pipeline(pipeline, max_value=len(CUT_ORDER))
+        self.cuts = frozenset(CUT_ORDER[:self.pipeline])
         self.meta_bits = self.data_bits + self.frac_bits + 2
         self.windows = self.vec_len // self.lanes
+        # Malformed checks of a COO beat: count > lanes, per entry an index >= vec_len (when
+        # vec_len < 64), per entry but the first an index not above the previous one.
+        self._bad_bits = (1 + (self.lanes if self.vec_len < (1 << COO_INDEX_BITS) else 0)
+                          + self.lanes - 1)
+        #: Cycles from a COO transfer to its entries counting for window completeness.
+        self.coo_latency = 1 + len(self.cuts & {"coo", "scatter"})
+        # A slot is freed one cycle after its final window; the next chunks' COO beats must
+        # be in their maps by the time their windows are due.
+        self.slots = 1 + -(-(self.coo_latency + 1) // self.windows)
+        arithmetic_cuts = len(self.cuts & {"select", "partial", "sum", "offset"})
+        if "queue" in self.cuts:
+            # Issue register and arithmetic cuts; the queue (written from the last stage)
+            # adds two cycles and holds every beat in flight.
+            self.pipe_latency = 1 + arithmetic_cuts
+            latency = self.pipe_latency + QUEUE_LATENCY
+            self.queue_depth = latency + 1
+        else:
+            # Issue register, arithmetic cuts, output register.
+            self.pipe_latency = 2 + arithmetic_cuts
+            latency = self.pipe_latency
+            self.queue_depth = 0
+        #: Cycles from the ``dense`` transfer to the corresponding beat being valid on ``o``
+        #: (with ``o.ready`` high).
+        self.latency = latency
         value, meta = signed(self.data_bits), signed(self.meta_bits)
         self.hdr_layout = data.StructLayout({
             **{name: value for name in THRESHOLDS},
@@ -132,6 +229,28 @@ class OakenDequantizer(wiring.Component):
         self.out_layout = data.StructLayout({
             "x": data.ArrayLayout(value, self.lanes),
         })
+        # The header as a slot stores it: rounding constant added to the minima, t_lo_o + 1.
+        self.stored_layout = data.StructLayout({
+            "t_lo_i": value, "t_hi_i": value, "t_hi_o": value,
+            "t_lo_o1": signed(self.data_bits + 1),
+            **{f"{g}_min": signed(self.meta_bits + 1) for g in GROUPS},
+            **{f"{g}_d": meta for g in GROUPS},
+            **{f"{g}_d3": signed(self.meta_bits + 2) for g in GROUPS},
+        })
+        lines = data.ArrayLayout(unsigned(8), self.lanes)
+        self._pre_layout = data.StructLayout({
+            "entries": data.ArrayLayout(unsigned(ENTRY_BITS), self.lanes),
+            "high": lines, "high_outer": lines, "high_sign": lines, "low": lines,
+            "reach": data.ArrayLayout(unsigned(self.windows), self.lanes),
+            "present": unsigned(self.lanes), "last_entry": unsigned(self.lanes),
+            "last": unsigned(1), "overfull": unsigned(1),
+        })
+        self._dec_layout = data.StructLayout({
+            "hit": unsigned(self.vec_len), "outer": unsigned(self.vec_len),
+            "sign": unsigned(self.vec_len), "reach": unsigned(self.windows),
+            "first_index": unsigned(COO_INDEX_BITS), "last_index": unsigned(COO_INDEX_BITS),
+            "bad": unsigned(self._bad_bits), "any": unsigned(1), "last": unsigned(1),
+        })
         super().__init__({
             "hdr": In(stream.Signature(self.hdr_layout)),
             "dense": In(stream.Signature(self.dense_layout)),
@@ -140,229 +259,368 @@ class OakenDequantizer(wiring.Component):
             "coo_error": Out(1),
         })
 
-    # --- stage 1: COO buffer, window bookkeeping, zero insert ---------------------------------
-
     def elaborate(self, platform):
         m = Module()
-        L, W = self.lanes, self.windows
-        lane_bits = (L - 1).bit_length()
-        buf_entries = 2 * L
-        idx_width = COO_INDEX_BITS + 1          # room for window ends up to 64
+        L, W, V, NS = self.lanes, self.windows, self.vec_len, self.slots
+        cuts = self.cuts
 
-        buf = Signal(buf_entries * ENTRY_BITS, name="coo_buf")     # head entry at bit 0
-        occ = Signal(range(buf_entries + 1), name="coo_occ")
-        last_seen = Signal(name="coo_last_seen")   # the chunk's last COO beat is in the buffer
-        drain = Signal(name="coo_drain")           # windows done, dropping COO beats to last
-        hdr_held = Signal(name="hdr_held")
-        hdr = Signal(self.hdr_layout, name="hdr_reg", reset_less=True)
-        win = Signal(range(max(W, 2)), name="window")
-        prev_index = Signal(COO_INDEX_BITS, name="coo_prev_index")
-        prev_held = Signal(name="coo_prev_held")   # prev_index belongs to this chunk
+        # --- slots: header registers, position maps, bookkeeping ---------------------------
+        hdr_full = Signal(NS, name="hdr_full")
+        hdr_regs = [Signal(self.stored_layout, name=f"hdr_{s}", reset_less=True)
+                    for s in range(NS)]
+        hit = [Signal(V, name=f"map_hit_{s}") for s in range(NS)]
+        outer = [Signal(V, name=f"map_outer_{s}") for s in range(NS)]
+        sign = [Signal(V, name=f"map_sign_{s}") for s in range(NS)]
+        busy = Signal(NS, name="slot_busy")            # a chunk's COO beats own the slot
+        written = Signal(NS, name="slot_last")         # its last COO beat is in the map
+        done = Signal(NS, name="slot_done")            # its final window has been issued
+        # Windows whose entries are all in the map (thermometer: bit w for window w).
+        ready_windows = [Signal(W, name=f"slot_complete_{s}") for s in range(NS)]
+        release = Signal(NS, name="slot_release")
+        m.d.comb += release.eq(done & written)
+
+        def advance(pointer):
+            return Mux(pointer == NS - 1, 0, pointer + 1)
+
+        # Header intake: one register per slot, filled in chunk order.
+        hdr_wp = Signal(range(NS), name="hdr_wp")
+        m.d.comb += self.hdr.ready.eq(~(hdr_full >> hdr_wp)[0])
+        h = self.hdr.payload
+        half = 1 << (self.frac_bits - 1)
+        stored = Signal(self.stored_layout, name="hdr_stored")
+        m.d.comb += [
+            stored.t_lo_i.eq(h.t_lo_i), stored.t_hi_i.eq(h.t_hi_i), stored.t_hi_o.eq(h.t_hi_o),
+            stored.t_lo_o1.eq(h.t_lo_o + 1),
+            *(stored[f"{g}_min"].eq(h[f"{g}_min"] + half) for g in GROUPS),
+            *(stored[f"{g}_d"].eq(h[f"{g}_d"]) for g in GROUPS),
+            *(stored[f"{g}_d3"].eq(h[f"{g}_d"] + (h[f"{g}_d"] << 1)) for g in GROUPS),
+        ]
+        hdr_set = Signal(NS, name="hdr_set")
+        with m.If(self.hdr.valid & self.hdr.ready):
+            m.d.sync += hdr_wp.eq(advance(hdr_wp))
+            m.d.comb += hdr_set.eq(1 << hdr_wp)
+            for s in range(NS):
+                with m.If(hdr_wp == s):
+                    m.d.sync += hdr_regs[s].eq(stored)
+
+        # COO intake: a beat is taken when its chunk's slot is open or free.
+        coo_wp = Signal(range(NS), name="coo_wp")
+        coo_open = Signal(name="coo_open")
+        m.d.comb += self.coo.ready.eq(coo_open | ~(busy >> coo_wp)[0])
+        coo_take = self.coo.valid & self.coo.ready
+        busy_set = Signal(NS, name="busy_set")
+        with m.If(coo_take):
+            m.d.comb += busy_set.eq(1 << coo_wp)
+            with m.If(self.coo.payload.last):
+                m.d.sync += [coo_open.eq(0), coo_wp.eq(advance(coo_wp))]
+            with m.Else():
+                m.d.sync += coo_open.eq(1)
+        # Predecode (-> "coo" cut) -> scatter (-> "scatter" cut) -> map write.
+        pre = self._predecode(m, self.coo.payload)
+        beat_valid, beat_slot = coo_take, coo_wp
+        if "coo" in cuts:
+            pre = _register(m, pre, "coo_lines")
+            beat_slot = _register(m, beat_slot, "coo_lines_slot")
+            beat_valid = _register(m, beat_valid, "coo_lines_valid", reset=True)
+        dec = self._scatter(m, pre)
+        if "scatter" in cuts:
+            dec = _register(m, dec, "scatter")
+            beat_slot = _register(m, beat_slot, "scatter_slot")
+            beat_valid = _register(m, beat_valid, "scatter_valid", reset=True)
+
+        # Map write (OR in the beat's positions) and slot release (clear).
         error = Signal(name="coo_error_reg")
         m.d.comb += self.coo_error.eq(error)
-
-        final = Signal(name="final_window")
-        m.d.comb += final.eq(win == W - 1)
-        win_base = Signal(idx_width, name="window_base")
-        m.d.comb += win_base.eq(win << lane_bits)
-
-        # Head entries 0..L (entry L only as a sentinel).
-        entries = [buf[k * ENTRY_BITS:(k + 1) * ENTRY_BITS] for k in range(L + 1)]
-        take = []              # entry k is below the window end and so are all before it
-        hits = []              # per entry: the lanes it lands on (one-hot, or none)
-        sentinels = []
-        for k, entry in enumerate(entries):
-            index = entry[2:]
-            valid = occ > k
-            sentinel = Signal(name=f"sentinel_{k}")
-            m.d.comb += sentinel.eq(valid & (index >= win_base + (L - 1)))
-            sentinels.append(sentinel)
-            if k == L:
-                break
-            below = valid & (index < win_base + L)
-            t = Signal(name=f"take_{k}")
-            m.d.comb += t.eq(below & (take[-1] if take else 1))
-            take.append(t)
-            inside = Signal(name=f"inside_{k}")
-            m.d.comb += inside.eq(t & (index >= win_base))
-            hit = Signal(L, name=f"hit_{k}")                   # the zero insert
-            m.d.comb += hit.eq((Const(1, L) << index[:lane_bits]) & inside.replicate(L))
-            hits.append((hit, entry[1], entry[0]))
-        taken = Signal(range(L + 1), name="taken")
-        m.d.comb += taken.eq(popcount(Cat(*take)))
-        complete = Signal(name="window_complete")
-        m.d.comb += complete.eq(last_seen | take[-1] | Cat(*sentinels).any())
-
-        # Stage-1 output register (mid) feeding the arithmetic stage (o).
-        mid_valid = Signal(name="mid_valid")
-        mid_ready = Signal(name="mid_ready")
-        mid = Signal(data.StructLayout({
-            "codes": data.ArrayLayout(unsigned(4), L),
-            "outlier": unsigned(L), "outer": unsigned(L), "sign": unsigned(L),
-            "hdr": self.hdr_layout,
-        }), name="mid", reset_less=True)
-
-        emit = Signal(name="emit")
-        m.d.comb += emit.eq(hdr_held & self.dense.valid & complete & ~drain
-                            & (~mid_valid | mid_ready))
-        m.d.comb += self.dense.ready.eq(emit)
-        # Per lane, OR over the head entries (at most one hits a lane in a well-formed chunk).
-        lane_outlier = Signal(L, name="lane_outlier")
-        lane_outer = Signal(L, name="lane_outer")
-        lane_sign = Signal(L, name="lane_sign")
-        m.d.comb += [
-            lane_outlier.eq(_or_all([h for h, _, _ in hits])),
-            lane_outer.eq(_or_all([h & g.replicate(L) for h, g, _ in hits])),
-            lane_sign.eq(_or_all([h & s.replicate(L) for h, _, s in hits])),
-        ]
-        with m.If(emit):
+        prev_index = Signal(COO_INDEX_BITS, name="coo_prev_index")
+        prev_held = Signal(name="coo_prev_held")     # prev_index belongs to this chunk
+        bad_order = dec.any & prev_held & (dec.first_index <= prev_index)
+        written_set = Signal(NS, name="last_set")
+        windows_next = [Signal(W, name=f"slot_complete_next_{s}") for s in range(NS)]
+        for s in range(NS):
+            write = Signal(name=f"map_write_{s}")
+            m.d.comb += write.eq(beat_valid & (beat_slot == s))
+            keep = ~release[s]
             m.d.sync += [
-                mid.codes.as_value().eq(self.dense.payload.codes.as_value()),
-                mid.outlier.eq(lane_outlier),
-                mid.outer.eq(lane_outer),
-                mid.sign.eq(lane_sign),
-                mid.hdr.eq(hdr),
-                mid_valid.eq(1),
-                win.eq(Mux(final, 0, win + 1)),
+                hit[s].eq(Mux(keep, hit[s], 0) | Mux(write, dec.hit, 0)),
+                outer[s].eq(Mux(keep, outer[s], 0) | Mux(write, dec.outer, 0)),
+                sign[s].eq(Mux(keep, sign[s], 0) | Mux(write, dec.sign, 0)),
             ]
-        with m.Elif(mid_ready):
-            m.d.sync += mid_valid.eq(0)
-
-        # Header: held until the chunk's final window leaves.
-        release = Signal(name="chunk_done")
-        m.d.comb += release.eq(emit & final)
-        m.d.comb += self.hdr.ready.eq(~hdr_held | release)
-        with m.If(self.hdr.valid & self.hdr.ready):
-            m.d.sync += [hdr.eq(self.hdr.payload), hdr_held.eq(1)]
-        with m.Elif(release):
-            m.d.sync += hdr_held.eq(0)
-
-        # COO buffer: shift out the taken entries, append an accepted beat behind the rest.
-        kept = Signal(range(buf_entries + 1), name="coo_kept")
-        base = Signal(len(buf), name="coo_base")
-        with m.If(release):
-            m.d.comb += [kept.eq(0), base.eq(0)]
-        with m.Elif(emit):
-            m.d.comb += [kept.eq(occ - taken), base.eq(buf >> Cat(Const(0, 3), taken))]
-        with m.Else():
-            m.d.comb += [kept.eq(occ), base.eq(buf)]
-
-        coo = self.coo.payload
-        count = Signal(range(L + 1), name="coo_count")
-        overfull = coo.count > L if (1 << len(coo.count)) - 1 > L else Const(0, 1)
-        m.d.comb += count.eq(Mux(overfull, L, coo.count))
-        incoming = split_lanes(m, coo.entries, ENTRY_BITS, L, name="coo_entry")
-        masked = Cat(*(Mux(count > j, incoming[j], 0) for j in range(L)))
-        # Drop: the chunk's windows are done (drain) or finish this cycle without its last beat.
-        dropping = Signal(name="coo_dropping")
-        m.d.comb += dropping.eq(drain | (release & ~last_seen))
-        with m.If(dropping):
-            m.d.comb += self.coo.ready.eq(1)
-        with m.Elif(last_seen):
-            m.d.comb += self.coo.ready.eq(release)
-        with m.Else():
-            m.d.comb += self.coo.ready.eq(kept <= L)
-        place = Signal(range(L + 1), name="coo_place")     # kept <= L whenever a beat enters
-        m.d.comb += place.eq(kept)
-        accept = Signal(name="coo_accept")
-        m.d.comb += accept.eq(self.coo.valid & self.coo.ready)
-
-        with m.If(accept & ~dropping):
-            m.d.sync += [
-                buf.eq(base | (masked << Cat(Const(0, 3), place))),
-                occ.eq(kept + count),
-                last_seen.eq(coo.last),
-            ]
-        with m.Else():
-            m.d.sync += [buf.eq(base), occ.eq(kept)]
-            with m.If(release):
-                m.d.sync += last_seen.eq(0)
-        with m.If(dropping):
-            with m.If(accept & coo.last):
-                m.d.sync += drain.eq(0)
-            with m.Elif(release):
-                m.d.sync += drain.eq(1)
-
-        # Well-formedness of accepted COO beats (sets the sticky coo_error).
-        indices = [incoming[j][2:] for j in range(L)]
-        bad = [overfull]
-        for j in range(L):
-            if self.vec_len < (1 << COO_INDEX_BITS):
-                bad.append((count > j) & (indices[j] >= self.vec_len))
-            if j:
-                bad.append((count > j) & (indices[j] <= indices[j - 1]))
-        bad.append((count > 0) & prev_held & (indices[0] <= prev_index))
-        malformed = Signal(name="coo_malformed")
-        m.d.comb += malformed.eq(Mux(dropping, count > 0, Cat(*bad).any()))
-        last_index = self._last_index(m, indices, count)
-        with m.If(accept):
-            with m.If(malformed):
-                m.d.sync += error.eq(1)
-            with m.If(coo.last):
+            with m.If(write & (dec.last | dec.any)):
+                m.d.comb += windows_next[s].eq(Mux(dec.last, (1 << W) - 1, dec.reach))
+            with m.Elif(release[s]):
+                m.d.comb += windows_next[s].eq(0)
+            with m.Else():
+                m.d.comb += windows_next[s].eq(ready_windows[s])
+            m.d.sync += ready_windows[s].eq(windows_next[s])
+            with m.If(write & dec.last):
+                m.d.comb += written_set.eq(1 << s)
+        # With the "scatter" cut the checks (ORed over the entries) are registered first:
+        # coo_error is a sticky flag, a cycle later does not matter.
+        fault = Signal(name="coo_fault")
+        m.d.comb += fault.eq(beat_valid & (dec.bad.any() | bad_order))
+        if "scatter" in cuts:
+            fault = _register(m, fault, "coo_fault_reg", reset=True)
+        with m.If(fault):
+            m.d.sync += error.eq(1)
+        with m.If(beat_valid):
+            with m.If(dec.last):
                 m.d.sync += prev_held.eq(0)
-            with m.Elif(count > 0):
-                m.d.sync += [prev_held.eq(1), prev_index.eq(last_index)]
+            with m.Elif(dec.any):
+                m.d.sync += [prev_held.eq(1), prev_index.eq(dec.last_index)]
 
-        self._arithmetic(m, mid, mid_valid, mid_ready)
+        # --- issue: one window per cycle, with its dense beat --------------------------------
+        queue = "queue" in cuts
+        if queue:
+            # The arithmetic never stalls (its clock enable is constant): beats leave it into
+            # an output queue, and a window is only issued while the queue has room for every
+            # beat in flight (a credit count), so no beat is ever lost.
+            core = stream.Signature(self.out_layout).create(path=("core",))
+            m.d.comb += core.ready.eq(1)
+            m.submodules.queue = fifo = SyncFIFOBuffered(width=len(self.o.payload.as_value()),
+                                                         depth=self.queue_depth)
+            m.d.comb += [
+                fifo.w_en.eq(core.valid),
+                fifo.w_data.eq(core.payload),
+                self.o.valid.eq(fifo.r_rdy),
+                self.o.payload.eq(fifo.r_data),
+                fifo.r_en.eq(self.o.ready),
+            ]
+            in_flight = Signal(range(self.queue_depth + 1), name="queue_credit")
+            room = Signal(name="queue_room")
+            m.d.comb += room.eq(~_at_least(in_flight, self.queue_depth))
+        else:
+            core = self.o
+            room = Const(1, 1)
+        issue = stream.Signature(unsigned(1)).create(path=("issue",))
+        pipe = StallPipeline(m, issue, core, latency=self.pipe_latency, name="deq")
+        # The window being issued, one-hot over (slot, window) in chunk order, and its slot
+        # one-hot: the reads below are AND-OR selections, two LUT levels.
+        current = Signal(NS * W, name="read_window", init=1)
+        slot = Signal(NS, name="read_slot", init=1)
+        final = Signal(name="final_window")
+        m.d.comb += final.eq(_or_all([current[s * W + W - 1] for s in range(NS)]))
+        # issuable[s * W + w]: slot s holds its header and window w is complete. A register
+        # loaded with the next state of hdr_full & slot_complete (the same values one cycle
+        # later as they would be combinationally), so that window_ready is one AND-OR level
+        # (two LUTs) from flip-flops.
+        issuable = Signal(NS * W, name="window_issuable")
+        window_ready = Signal(name="window_ready")
+        m.d.comb += window_ready.eq(_or_all([current[k] & issuable[k] for k in range(NS * W)]))
+        header = Signal(self.stored_layout, name="read_header")
+        m.d.comb += header.eq(_or_all([Mux(slot[s], hdr_regs[s].as_value(), 0)
+                                       for s in range(NS)]))
+        flags = [Signal(L, name=f"read_{n}") for n in ("hit", "outer", "sign")]
+        for flag, bits in zip(flags, (hit, outer, sign)):
+            m.d.comb += flag.eq(_or_all([
+                Mux(current[s * W + w], bits[s][w * L:(w + 1) * L], 0)
+                for s in range(NS) for w in range(W)]))
+        m.d.comb += [
+            issue.valid.eq(self.dense.valid & window_ready & room),
+            self.dense.ready.eq(issue.ready & window_ready & room),
+        ]
+        fire = issue.valid & issue.ready
+        if queue:
+            leave = self.o.valid & self.o.ready
+            m.d.sync += in_flight.eq(in_flight + fire - leave)
+        hdr_clear = Signal(NS, name="hdr_clear")
+        done_set = Signal(NS, name="done_set")
+        with m.If(fire):
+            m.d.sync += current.eq(current.rotate_left(1))
+            with m.If(final):
+                m.d.sync += slot.eq(slot.rotate_left(1))
+                m.d.comb += [hdr_clear.eq(slot), done_set.eq(slot)]
+        hdr_next = Signal(NS, name="hdr_full_next")
+        m.d.comb += hdr_next.eq((hdr_full & ~hdr_clear) | hdr_set)
+        m.d.sync += issuable.eq(Cat(*(windows_next[s] & hdr_next[s].replicate(W)
+                                      for s in range(NS))))
+        m.d.sync += [
+            hdr_full.eq(hdr_next),
+            busy.eq((busy & ~release) | busy_set),
+            written.eq((written & ~release) | written_set),
+            done.eq((done & ~release) | done_set),
+        ]
+
+        # --- arithmetic ---------------------------------------------------------------------
+        codes = pipe.stage(self.dense.payload.codes, name="i_codes")
+        lane_hit, lane_outer, lane_sign = (pipe.stage(f, name=f"i_{n}") for f, n in
+                                           zip(flags, ("hit", "outer", "sign")))
+        header = pipe.stage(header, name="i_header")
+        results = self._arithmetic(m, pipe, codes, lane_hit, lane_outer, lane_sign, header)
+        # The output register (the queue's storage plays that part when there is a queue).
+        out = pipe.stage(Cat(*results), name="x_reg", enable=not queue)
+        m.d.comb += core.payload.as_value().eq(out)
         return m
 
-    def _last_index(self, m, indices, count):
-        """Index of entry ``count - 1`` (entry 0 when ``count`` is 0 or 1)."""
-        last = Signal(COO_INDEX_BITS, name="coo_last_index")
-        with m.Switch(count):
-            for j in range(1, len(indices)):
-                with m.Case(j + 1):
-                    m.d.comb += last.eq(indices[j])
+    def _predecode(self, m, beat):
+        """Predecode a COO beat (combinational): per entry, its index split into one-hot
+        high (with presence, and with the group or sign bit folded in) and low 3-bit lines,
+        whether it is the last present entry, and per window whether its index reaches the
+        window's last position; the raw entries, presence and flags of the beat."""
+        L, W = self.lanes, self.windows
+        lane_bits = (L - 1).bit_length()
+        pre = Signal(self._pre_layout, name="coo_pre")
+        count = beat.count
+        overfull = _at_least(count, L + 1)
+        present = Signal(L, name="coo_present")
+        with m.Switch(count):                  # thermometer: entry j present when j < count
+            for c in range(L + 1):
+                with m.Case(c):
+                    m.d.comb += present.eq((1 << c) - 1)
             with m.Default():
-                m.d.comb += last.eq(indices[0])
-        return last
+                m.d.comb += present.eq((1 << L) - 1)
+        entries = split_lanes(m, beat.entries, ENTRY_BITS, L, name="coo_in")
+        m.d.comb += [
+            pre.entries.eq(beat.entries),
+            pre.present.eq(present),
+            pre.last_entry.eq(present & ~(present >> 1)),
+            pre.last.eq(beat.last),
+            pre.overfull.eq(overfull),
+        ]
+        for j, entry in enumerate(entries):
+            index = entry[2:]
+            for k in range(8):
+                high = present[j] & (index[3:] == k)
+                m.d.comb += [
+                    pre.high[j][k].eq(high),
+                    pre.high_outer[j][k].eq(high & entry[1]),
+                    pre.high_sign[j][k].eq(high & entry[0]),
+                    pre.low[j][k].eq(index[:3] == k),
+                ]
+            for w in range(W):
+                m.d.comb += pre.reach[j][w].eq(_at_least(index, ((w + 1) << lane_bits) - 1))
+        return pre
 
-    # --- stage 2: per-lane integer dequantization --------------------------------------------
+    def _scatter(self, m, pre):
+        """Decode predecoded COO lines (combinational): the positions the beat names
+        (one-hot ORed per position, for the hit / outer / sign maps), the windows it
+        completes (thermometer), its first and last indices and its malformed checks (one
+        bit per check, ORed by the caller)."""
+        L, V = self.lanes, self.vec_len
+        dec = Signal(self._dec_layout, name="coo_dec")
+        lines = (pre.high, pre.high_outer, pre.high_sign)
+        # In a well-formed chunk entry j's index is at least j: lower positions skip it.
+        for kind, field in enumerate((dec.hit, dec.outer, dec.sign)):
+            for p in range(V):
+                m.d.comb += field[p].eq(_or_all(
+                    lines[kind][j][p >> 3] & pre.low[j][p & 7] for j in range(min(L, p + 1))))
+        indices = [pre.entries[j][2:] for j in range(L)]
+        for w in range(self.windows):
+            m.d.comb += dec.reach[w].eq(_or_all(pre.last_entry[j] & pre.reach[j][w]
+                                                for j in range(L)))
+        m.d.comb += dec.last_index.eq(_or_all([Mux(pre.last_entry[j], indices[j], 0)
+                                               for j in range(L)]))
+        bad = [pre.overfull]
+        for j in range(L):
+            if V < (1 << COO_INDEX_BITS):
+                bad.append(pre.present[j] & _at_least(indices[j], V))
+            if j:
+                bad.append(pre.present[j] & (indices[j] <= indices[j - 1]))
+        m.d.comb += [
+            dec.bad.eq(Cat(*bad)),
+            dec.first_index.eq(indices[0]),
+            dec.any.eq(pre.present[0]),
+            dec.last.eq(pre.last),
+        ]
+        return dec
 
-    def _arithmetic(self, m, mid, mid_valid, mid_ready):
-        F, D, M = self.frac_bits, self.data_bits, self.meta_bits
-        h = mid.hdr
-        x_reg = Signal(self.out_layout, name="x_reg", reset_less=True)
-        m.d.comb += self.o.payload.eq(x_reg)
-        m.d.comb += mid_ready.eq(~self.o.valid | self.o.ready)
-        load = mid_valid & mid_ready
-        with m.If(load):
-            m.d.sync += self.o.valid.eq(1)
-        with m.Elif(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+    def _offset(self, m, lane, outlier, outer, sign, below, shared):
+        """The threshold term of lane ``lane`` for x' = offset + (-m if negated else m), with
+        -m = ~m + 1 and the 1 in the offset; ``below`` is m < 0 (middle: t_lo_i instead of
+        t_hi_i)."""
+        offset = Signal(signed(self.data_bits + 1), name=f"offset_{lane}")
+        with m.If(~outlier):
+            m.d.comb += offset.eq(Mux(below, shared["t_lo_i"], shared["t_hi_i"]))
+        with m.Elif(outer):
+            m.d.comb += offset.eq(Mux(sign, shared["t_lo_o1"], shared["t_hi_o"]))
+        with m.Else():
+            m.d.comb += offset.eq(Mux(sign, 1, 0))
+        return offset
+
+    def _arithmetic(self, m, pipe, codes, lane_hit, lane_outer, lane_sign, header):
+        """Per lane: v = min + q d, m = v >> F, offset, saturation; the cuts of ``self.cuts``
+        between the steps. Returns the saturated lane values (combinational, for the output
+        register or the queue).
+
+        ``q d = q[1:0] d + 4 q[3:2] d``, each a 4:1 choice of 0, d, 2d and 3d (3d is formed
+        once per chunk with the header): no multiplier, two adders per lane. ``min`` already
+        holds the rounding constant.
+        """
+        F, D = self.frac_bits, self.data_bits
+        cuts = self.cuts
+        codes = split_lanes(m, codes, 4, self.lanes, name="code")
+        shared = {n: header[n] for n in ("t_lo_i", "t_hi_i", "t_hi_o", "t_lo_o1")}
+
+        def cut(name, values, label):
+            return [pipe.stage(v, name=f"{label}_{k}", enable=name in cuts)
+                    for k, v in enumerate(values)]
+
+        def cut_shared(name):
+            for n in list(shared):
+                shared[n] = pipe.stage(shared[n], name=f"{name}_{n}", enable=name in cuts)
+
+        def pick(group_of, outlier, outer):
+            return Mux(outlier, Mux(outer, group_of("out"), group_of("in")), group_of("mid"))
+
+        lanes = []
+        for lane in range(self.lanes):
+            outlier, outer, sign = lane_hit[lane], lane_outer[lane], lane_sign[lane]
+            minimum = pick(lambda g: header[f"{g}_min"], outlier, outer)
+            step = pick(lambda g: header[f"{g}_d"], outlier, outer)
+            step3 = pick(lambda g: header[f"{g}_d3"], outlier, outer)
+            lanes.append(cut("select", (codes[lane], minimum, step, step3, outlier, outer,
+                                        sign), f"s{lane}"))
+        cut_shared("select")
+
+        for lane, (q, minimum, step, step3, outlier, outer, sign) in enumerate(lanes):
+            multiples = (0, step, step << 1, step3)
+            low = Signal(signed(self.meta_bits + 2), name=f"low_{lane}")
+            high = Signal(signed(self.meta_bits + 2), name=f"high_{lane}")
+            m.d.comb += [low.eq(Array(multiples)[q[:2]]), high.eq(Array(multiples)[q[2:]])]
+            partial = Signal(signed(self.meta_bits + 3), name=f"partial_{lane}")
+            m.d.comb += partial.eq(minimum + low)
+            lanes[lane] = cut("partial", (partial, high, outlier, outer, sign), f"p{lane}")
+        cut_shared("partial")
+
+        # With the "offset" cut the sum stage also applies the sign (~m; the + 1 is in the
+        # offset) and chooses the offset, so that the offset stage is two adders side by side
+        # and one multiplexer level: middle elements take m + t_lo_i instead of m + t_hi_i
+        # when m < 0, the sign of m being the last bit of the sum's adder.
+        parallel = "offset" in cuts
+        for lane, (partial, high, outlier, outer, sign) in enumerate(lanes):
+            value = Signal(signed(self.meta_bits + 5), name=f"v_{lane}")
+            m.d.comb += value.eq(partial + (high << 2))
+            mag = value >> F
+            extra = ()
+            if parallel:
+                negate = outlier & sign
+                mag = Mux(negate, ~mag, mag)
+                offset = self._offset(m, lane, outlier, outer, sign, Const(0, 1), shared)
+                low_offset = Signal(signed(D), name=f"offset_low_{lane}")
+                m.d.comb += low_offset.eq(Mux(outlier, 0, shared["t_lo_i"]))
+                extra = (offset, low_offset)
+            lanes[lane] = cut("sum", (mag, outlier, outer, sign, *extra), f"m{lane}")
+        cut_shared("sum")
 
         lo, hi = -(1 << (D - 1)), (1 << (D - 1)) - 1
-        codes = split_lanes(m, mid.codes, 4, self.lanes, name="code")
         results = []
-        for lane in range(self.lanes):
-            outlier, outer, sign = mid.outlier[lane], mid.outer[lane], mid.sign[lane]
-            minimum = Signal(signed(M), name=f"min_{lane}")
-            step = Signal(signed(M), name=f"d_{lane}")
-            m.d.comb += [
-                minimum.eq(Mux(outlier, Mux(outer, h.out_min, h.in_min), h.mid_min)),
-                step.eq(Mux(outlier, Mux(outer, h.out_d, h.in_d), h.mid_d)),
-            ]
-            v = Signal(signed(M + 5), name=f"v_{lane}")
-            m.d.comb += v.eq(minimum + codes[lane] * step)
-            mag = Signal(signed(M + 6 - F), name=f"m_{lane}")
-            m.d.comb += mag.eq((v + (1 << (F - 1))) >> F)
-            negate = outlier & sign
-            offset = Signal(signed(D), name=f"offset_{lane}")
-            with m.If(~outlier):
-                m.d.comb += offset.eq(Mux(mag[-1], h.t_lo_i, h.t_hi_i))
-            with m.Elif(outer):
-                m.d.comb += offset.eq(Mux(sign, h.t_lo_o, h.t_hi_o))
-            with m.Else():
-                m.d.comb += offset.eq(0)
-            full = Signal(signed(M + 8 - F), name=f"xfull_{lane}")
-            m.d.comb += full.eq(Mux(negate, -mag, mag) + offset)
+        for lane, (mag, outlier, outer, sign, *extra) in enumerate(lanes):
+            full = Signal(signed(D + 8), name=f"xfull_{lane}")
+            if parallel:
+                offset, low_offset = extra
+                added = Signal(signed(D + 8), name=f"xadded_{lane}")
+                lowered = Signal(signed(D + 8), name=f"xlowered_{lane}")
+                m.d.comb += [
+                    added.eq(offset + mag),
+                    lowered.eq(low_offset + mag),
+                    full.eq(Mux(~outlier & mag[-1], lowered, added)),
+                ]
+            else:
+                offset = self._offset(m, lane, outlier, outer, sign, mag[-1], shared)
+                m.d.comb += full.eq(offset + Mux(outlier & sign, ~mag, mag))
+            full = pipe.stage(full, name=f"o_full_{lane}", enable="offset" in cuts)
+            top = full[D - 1:]
             sat = Signal(signed(D), name=f"xsat_{lane}")
-            with m.If(full < lo):
-                m.d.comb += sat.eq(lo)
-            with m.Elif(full > hi):
-                m.d.comb += sat.eq(hi)
-            with m.Else():
-                m.d.comb += sat.eq(full)
+            m.d.comb += sat.eq(Mux((top == 0) | (top == (1 << len(top)) - 1), full[:D],
+                                   Mux(full[-1], lo, hi)))
             results.append(sat)
-        with m.If(load):
-            m.d.sync += x_reg.as_value().eq(Cat(*results))
+        return results

@@ -52,9 +52,8 @@ def test_cli_writes_verilog_and_manifest(tmp_path):
     assert "module kllm_concat(" in text
     assert str(tmp_path) not in text
     manifest = json.loads((out / "kllm_concat.json").read_text())
-    depth = {key: value for key, value in UNITS["kllm_concat"].defaults.items()
-             if key == "pipeline"}
-    assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5, **depth}
+    assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5,
+                                  "pipeline": UNITS["kllm_concat"].defaults["pipeline"]}
     assert manifest["ports"]["i"]["direction"] == "in"
     assert manifest["ports"]["o"]["payload"]["width"] == 5 * 7
 
@@ -167,21 +166,11 @@ def test_payload_codec_rejects_out_of_range_fields():
         codec.pack_batch({"t": np.array([0])})
 
 
-#: Units whose ``pipeline`` parameter has not landed yet (issue 14 is open): remove a unit
-#: from this set when it lands; the test below fails for a listed unit that has one.
-NOT_YET_PIPELINED = {"oaken_decomposer", "oaken_dequantizer"}
-
-
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_every_unit_takes_pipeline_and_states_its_latency(unit):
     """SPEC section 0: every unit and baseline takes ``pipeline`` (0 = lowest latency, the
     default closes timing) and states its latency; the registry states its rate."""
     spec = UNITS[unit]
-    if unit in NOT_YET_PIPELINED:
-        assert "pipeline" not in spec.defaults, f"{unit} has landed: update NOT_YET_PIPELINED"
-        _, params = resolve_params(unit)
-        assert isinstance(spec.build(params).latency, int)
-        pytest.skip(f"{unit}: pipeline parameter not landed yet (issue 14)")
     assert "pipeline" in spec.defaults, f"{unit}: no pipeline parameter in the registry"
     for config in [None, *spec.configs]:
         _, params = resolve_params(unit, config)

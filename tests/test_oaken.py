@@ -42,10 +42,35 @@ from verif.runner import BenchFailure, edit_site, run_testbench
      r"data_bits must be in range 2\.\.32, not 40"),
     (OakenDequantizer, {"frac_bits": "8"}, TypeError, r"frac_bits must be an integer, not '8'"),
     (OakenDequantizer, {"lanes": True}, TypeError, r"lanes must be an integer, not True"),
+    (OakenDecomposer, {"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.2, not -1"),
+    (OakenDecomposer, {"pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
+    (OakenDequantizer, {"pipeline": 8}, ValueError, r"pipeline must be in range 0\.\.7, not 8"),
+    (OakenDequantizer, {"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(cls, kwargs, error, message):
     with pytest.raises(error, match=message):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize("cls,kwargs,latencies", [
+    (OakenDecomposer, {}, [1, 2, 3]),
+    # The COO cuts (pipeline 1, 2) run ahead of the dense side: no extra cycle; the queue
+    # (pipeline 7) replaces the output register and adds two.
+    (OakenDequantizer, {}, [2, 2, 2, 3, 4, 5, 6, 7]),
+    (OakenDequantizer, {"lanes": 64}, [2, 2, 2, 3, 4, 5, 6, 7]),
+])
+def test_latency_follows_pipeline(cls, kwargs, latencies):
+    assert [cls(**kwargs, pipeline=p).latency for p in range(len(latencies))] == latencies
+
+
+@pytest.mark.parametrize("lanes,vec_len,slots", [
+    (16, 64, [2, 2, 2, 2, 2, 2, 2, 2]),    # 4 windows per chunk: two slots always
+    (64, 64, [3, 4, 5, 5, 5, 5, 5, 5]),    # one window per chunk: more slots cover the COO side
+    (8, 16, [2, 3, 3, 3, 3, 3, 3, 3]),
+])
+def test_dequantizer_slots_cover_the_coo_latency(lanes, vec_len, slots):
+    assert [OakenDequantizer(lanes=lanes, vec_len=vec_len, pipeline=p).slots
+            for p in range(8)] == slots
 
 
 def _ports(text, top):
@@ -111,10 +136,13 @@ def test_stimulus_hits_the_requested_outlier_density(density):
 
 # --- benches ----------------------------------------------------------------------------------
 
+# Every bench runs under random backpressure on both streams; the paper configuration at the
+# default depth and at pipeline=0, the others at the remaining depths.
 DECOMPOSER_CONFIGS = [
     pytest.param({}, 10_000, id="paper-16x16"),
-    pytest.param({"lanes": 64}, 2_000, id="64x16"),
-    pytest.param({"lanes": 1, "data_bits": 2}, 2_000, id="1x2"),
+    pytest.param({"pipeline": 0}, 2_000, id="paper-16x16-p0"),
+    pytest.param({"lanes": 64, "pipeline": 2}, 2_000, id="64x16-p2"),
+    pytest.param({"lanes": 1, "data_bits": 2, "pipeline": 0}, 2_000, id="1x2-p0"),
     pytest.param({"lanes": 4, "data_bits": 32}, 2_000, id="4x32"),
 ]
 
@@ -127,14 +155,20 @@ def test_decomposer_bench(params, beats):
     assert metrics["random_beats_backpressure"]["beats"] == beats
 
 
+# Every bench runs back-to-back chunks at 0 / 1 / 10 / 50 / 100 % outliers under random gaps on
+# hdr, dense and coo and random o.ready. The paper configuration at the default depth (the
+# acceptance run: 2,000 chunks per density) and at pipeline=0; the small configurations cover
+# the depths in between (2: COO cuts only; 4: two arithmetic cuts; 6: all arithmetic cuts
+# without the queue, o.ready on the clock enable).
 DEQUANTIZER_CONFIGS = [
-    # The acceptance run: 2,000 chunks at each of 0 / 1 / 10 / 50 / 100 % outliers.
     pytest.param({}, 2000, id="paper-16x64"),
-    pytest.param({"lanes": 4, "vec_len": 16}, 300, id="4x16"),
+    pytest.param({"pipeline": 0}, 500, id="paper-16x64-p0"),
+    pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 2}, 300, id="4x16-p2"),
     pytest.param({"lanes": 64}, 300, id="64x64"),
-    pytest.param({"lanes": 1, "vec_len": 4, "data_bits": 4, "frac_bits": 1}, 300, id="1x4-d4f1"),
-    pytest.param({"lanes": 8, "vec_len": 24, "data_bits": 32, "frac_bits": 16}, 300,
-                 id="8x24-d32f16"),
+    pytest.param({"lanes": 1, "vec_len": 4, "data_bits": 4, "frac_bits": 1, "pipeline": 4},
+                 300, id="1x4-d4f1-p4"),
+    pytest.param({"lanes": 8, "vec_len": 24, "data_bits": 32, "frac_bits": 16, "pipeline": 6},
+                 300, id="8x24-d32f16-p6"),
 ]
 
 
@@ -151,19 +185,20 @@ def test_dequantizer_bench(params, chunks):
 
 
 def _decomposer_inner_excludes_t_lo_i(text):
-    """Lane 3 classifies x == t_lo_i as middle instead of inner."""
-    return edit_site(text, r"(\$signed\(i__payload\[63:48\]\)) >= "
-                           r"(\$signed\(i__payload\[\d+:\d+\]\))", r"\1 > \2")
+    """Lane 3 computes x - t_lo_i - 1 for x - t_lo_i: x == t_lo_i reads as below the inner
+    group (middle instead of inner), and the lower middle shift is off by one."""
+    return edit_site(text, r"(assign t_lo_i_diff_3 = \$signed\(i__payload\[63:48\]\) - "
+                           r"\$signed\(i__payload\[\d+:\d+\]\));", r"\1 - 17'sh00001;")
 
 
 def _dequantizer_drops_lane5_sign(text):
-    """Lane 5 loses the sign bit of its COO entry."""
-    return edit_site(text, r"assign lane_sign = ([^;]+);", r"assign lane_sign = (\1) & 16'hffdf;")
+    """Lane 5 loses the sign bit of its COO entry (in the issue register)."""
+    return edit_site(text, r"(\n\s*i_sign <= )([^;]+);", r"\1(\2) & 16'hffdf;")
 
 
 def _dequantizer_inner_offset(text):
-    """Lane 3 adds 1 to inner elements."""
-    return edit_site(text, r"offset_3 = 16'h0000;", "offset_3 = 16'h0001;")
+    """Lane 3 adds 1 to inner elements whatever their sign."""
+    return edit_site(text, r"offset_3 = \{ 16'h0000, [^}]+\};", "offset_3 = { 16'h0000, 1'h1 };")
 
 
 @pytest.mark.sim
@@ -200,7 +235,7 @@ def test_misordered_thresholds_follow_the_documented_priority():
 def test_decomposer_registers_exactly_its_outputs(tmp_path, target):
     from fpga.yosys import synth
 
-    params = {"lanes": 4, "data_bits": 8}
+    params = {"lanes": 4, "data_bits": 8, "pipeline": 0}
     source = generate("oaken_decomposer", params, tmp_path / "v")
     result = synth(source, "oaken_decomposer", target, tmp_path / "synth")
     # group 2 + side 1 + inlier 9 + outlier 9 bits per lane, plus o.valid; a flop whose
@@ -215,16 +250,24 @@ def test_dequantizer_synthesizes_with_its_documented_state(tmp_path):
 
     lanes, vec_len, d, f = 4, 16, 8, 4
     m_bits = d + f + 2
-    source = generate("oaken_dequantizer", {"lanes": lanes, "vec_len": vec_len,
-                                            "data_bits": d, "frac_bits": f}, tmp_path / "v")
+    slots, windows = 2, vec_len // lanes
+    source = generate("oaken_dequantizer", {"lanes": lanes, "vec_len": vec_len, "data_bits": d,
+                                            "frac_bits": f, "pipeline": 0}, tmp_path / "v")
     result = synth(source, "oaken_dequantizer", "xilinx", tmp_path / "synth")
-    hdr_bits = 4 * d + 6 * m_bits
-    state = (2 * lanes * 8                     # COO buffer
-             + (2 * lanes).bit_length()        # occupancy 0..2L
-             + 3                               # last_seen, drain, hdr_held
-             + hdr_bits                        # header register
-             + (vec_len // lanes - 1).bit_length()   # window counter
+    # A stored header: t_lo_i, t_hi_i, t_hi_o, t_lo_o + 1, three (min + 1/2, d, 3d).
+    stored = 3 * d + (d + 1) + 3 * ((m_bits + 1) + m_bits + (m_bits + 2))
+    state = (slots * stored + slots            # header registers and their full flags
+             + 1 + 1 + 1                       # header / COO write pointers, COO chunk open
+             + slots * vec_len * 3             # position maps (outlier, outer, sign)
+             + slots * 3                       # busy, last written, final window issued
+             + 2 * slots * windows             # complete windows, issuable windows
              + 6 + 1 + 1                       # previous index, its flag, coo_error
-             + lanes * (4 + 3) + hdr_bits + 1  # stage 1: codes, lane flags, header copy, valid
-             + lanes * d + 1)                  # output register and o.valid
+             + slots * windows + slots         # read pointer (one-hot window, slot)
+             + 2                               # valid chain (issue, output)
+             + lanes * (4 + 3) + stored        # issue register: codes, lane flags, header
+             + lanes * d                       # output register
+             # 3d and d share their bit 0 (one flip-flop each in the slots and the issue
+             # register: Yosys merges flip-flops with the same input).
+             - 3 * (slots + 1))
     assert result.metrics["FF"] == state
+    assert result.metrics["DSP"] == result.metrics["BRAM"] == 0
