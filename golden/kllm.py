@@ -29,7 +29,11 @@ Readings of the paper adopted by these models (SPEC: "the code must document the
   one activation vector (the paper's ~1 %: 0.5 % largest and 0.5 % smallest). Per side,
   ``k = ceil(fraction * len / 2)`` elements (evaluated in float64), so K = 4096 with 1 % keeps
   21 + 21 elements. Largest and smallest are picked independently, as Orizuru's two trees do,
-  and the outlier set is their union. Ties in value go to the lower index first.
+  and the outlier set is their union. Elements are ranked exactly as Orizuru ranks them
+  (SPEC section 3, :mod:`golden.orizuru`): by IEEE totalOrder of their binary16 rounding
+  (``-0`` below ``+0``; values that round to the same binary16 tie), ties going to the lower
+  index first on the largest side and to the higher index first on the smallest side. The
+  outlier mask of the algorithm is then the mask Orizuru reports.
 * **Integer x K-Means** (section III-B2, IV-B): in the paper's notation ``A`` (1 x K) is
   K-Means-quantized and ``B`` (K x N) integer-quantized; the counter one-hot decodes A's
   indices and adds B's integers ("+n counting"). In the model itself the integer operand is
@@ -560,8 +564,15 @@ def split_outliers(a, fraction=0.01):
     Sections III-D (Fig. 5) and IV-C: Orizuru marks the k largest and the k smallest elements
     (``k`` from :func:`outliers_per_side`) as outliers; they are kept in FP16 and bypass
     quantization, the rest is quantized. The two sides are selected independently and the
-    outlier set is their union (with ``2k > len`` they overlap). Elements are compared by value
-    (``-0.0 == +0.0``); among equal values the lower index is taken first.
+    outlier set is their union (with ``2k > len`` they overlap).
+
+    Ranking (one tie rule with Orizuru, SPEC section 3): elements are compared by IEEE
+    totalOrder of their binary16 rounding, the values the hardware compares, so ``-0.0`` ranks
+    below ``+0.0`` and float64 values that round to the same binary16 are equal. Among equal
+    keys the largest side takes the **lowest** index first (Orizuru's max tree: ties go left)
+    and the smallest side the **highest** index first (its min tree: ties go right). The mask
+    is therefore the one :func:`golden.orizuru.orizuru` reports for ``k`` on the binary16
+    bit patterns of ``a``.
 
     Parameters
     ----------
@@ -593,8 +604,11 @@ def split_outliers(a, fraction=0.01):
     k = outliers_per_side(a.size, fraction)
     outlier_mask = np.zeros(a.size, dtype=bool)
     if k:
-        outlier_mask[np.argsort(a, kind="stable")[:k]] = True
-        outlier_mask[np.argsort(-a, kind="stable")[:k]] = True
+        key = _binary16_total_order_key(a_in if a_in.dtype == np.float16 else a)
+        lanes = np.arange(a.size)
+        # np.lexsort sorts by its last key first: by key, then by index.
+        outlier_mask[np.lexsort((lanes, -key))[:k]] = True      # largest, lowest index first
+        outlier_mask[np.lexsort((-lanes, key))[:k]] = True      # smallest, highest index first
     indices = np.flatnonzero(outlier_mask).astype(np.int64)
     source = a_in if a_in.dtype == np.float16 else a
     with np.errstate(over="ignore"):
@@ -602,6 +616,15 @@ def split_outliers(a, fraction=0.01):
     if np.any(np.isinf(values)):
         raise ValueError("a holds outliers that overflow binary16 (|x| >= 65520)")
     return np.where(outlier_mask, 0.0, a), (indices, values), outlier_mask
+
+
+def _binary16_total_order_key(a):
+    """IEEE totalOrder key (int64, 0..0xFFFF) of the binary16 rounding of ``a``: the bit
+    pattern ``x`` maps to ``~x`` if its sign bit is set, else to ``x | 0x8000`` (SPEC section
+    3). Values beyond the binary16 range round to infinity and rank beyond every finite one."""
+    with np.errstate(over="ignore"):
+        bits = np.asarray(a).astype(np.float16).view(np.uint16).astype(np.int64)
+    return np.where(bits & 0x8000, ~bits & 0xFFFF, bits | 0x8000)
 
 
 class QuantizedActivation(NamedTuple):

@@ -346,6 +346,40 @@ def test_split_outliers_ties_overlap_and_fp16():
     assert inliers.tolist() == [0.0, 0.1, 0.2, 0.3, 0.0]
 
 
+def test_split_outliers_tie_rule_is_orizurus():
+    # Equal values: the largest side takes the lowest index first, the smallest side the
+    # highest (Orizuru's max tree ties left, its min tree right).
+    a = np.array([3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 2.0, 2.0])
+    _, (indices, _), _ = split_outliers(a, 0.5)       # k = 2 per side
+    assert indices.tolist() == [0, 1, 4, 5]
+    # Signed zeros are ordered (-0 < +0), as binary16 totalOrder orders them.
+    a = np.array([0.0, -0.0, 0.0, 5.0], dtype=np.float16)
+    _, (indices, values), _ = split_outliers(a, 0.5)  # k = 1: -0 is the smallest
+    assert indices.tolist() == [1, 3]
+    assert np.signbit(values[0])
+    # float64 values that round to the same binary16 tie (ranked as the hardware sees them).
+    a = np.array([1.0001, 1.0002, 0.5, 0.25])
+    assert np.float16(a[0]) == np.float16(a[1])
+    _, (indices, _), _ = split_outliers(a, 0.25)      # k = 1: lane 0 wins the tie
+    assert indices.tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("n,k,fraction", [(16, 2, 0.25), (64, 3, 0.09), (8, 4, 1.0)])
+def test_split_outliers_mask_is_orizurus_mask(n, k, fraction):
+    """The algorithm's outlier set is exactly Orizuru's mask (golden.orizuru), on vectors full
+    of ties and signed zeros: few distinct binary16 values, both zeros among them."""
+    from golden.orizuru import orizuru
+
+    assert outliers_per_side(n, fraction) == k
+    rng = np.random.default_rng(n + k)
+    alphabet = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 65504.0, -65504.0],
+                        dtype=np.float16)
+    for _ in range(200):
+        a = rng.choice(alphabet[:rng.integers(2, alphabet.size + 1)], n)
+        _, _, mask = split_outliers(a, fraction)
+        np.testing.assert_array_equal(mask, orizuru(a.view(np.uint16), k).mask)
+
+
 @pytest.mark.parametrize("call,error,message", [
     (lambda: split_outliers([1.0, 2.0], 1.5), ValueError, r"fraction must be in range 0\.\.1"),
     (lambda: split_outliers([1.0, 2.0], "1%"), TypeError, r"fraction must be a real number"),

@@ -3,14 +3,15 @@ Counter -> golden reduction, compared with the golden float MatMul (KLLM Fig. 3(
 
 Both units run in Verilator under random backpressure; the Concat array's output beats are the
 counter's input beats, and the activation outlier mask (Fig. 5's dense/sparse split) masks the
-counter's lanes.
+counter's lanes. A second test feeds the counter's lane mask from Orizuru's RTL instead, on
+activations full of ties and signed zeros, where only a shared tie rule keeps the two equal.
 """
 
 import numpy as np
 import pytest
 
 from golden.kllm import (concat_indices, index_distributions, kmeans_codebook, kmeans_quantize,
-                         product_codebook, split_outliers)
+                         outliers_per_side, product_codebook, split_outliers)
 from verif.runner import replay
 
 A_BITS = B_BITS = 4
@@ -59,3 +60,38 @@ def test_index_matmul_columns_through_concat_and_counter():
     y_float = (ca[a_idx] * counted) @ cb[b_idx]
     np.testing.assert_allclose(y_index, y_float, rtol=1e-12, atol=1e-9)
     assert counted.sum() < k  # the outlier path was exercised
+
+
+@pytest.mark.sim
+def test_orizuru_mask_drives_the_counter_mask_on_ties_and_signed_zeros():
+    """KLLM Fig. 5: Orizuru marks each 16-element activation vector's outliers and the counter
+    skips those lanes. With few distinct binary16 values (both zeros among them) nearly every
+    vector has ties at its top-k and bottom-k boundaries: the RTL's mask must still be the
+    algorithm's (`split_outliers`), and the counter's histograms the golden ones."""
+    rng = np.random.default_rng(21)
+    n, k, tokens, per_reduction = LANES, 2, 96, 16
+    fraction = 0.25
+    assert outliers_per_side(n, fraction) == k
+    alphabet = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1024.0, -1024.0], dtype=np.float16)
+    activations = np.stack([rng.choice(alphabet[:rng.integers(2, alphabet.size + 1)], n)
+                            for _ in range(tokens)])
+    expected_masks = np.stack([split_outliers(token, fraction)[2] for token in activations])
+
+    beats = replay("orizuru", {"n": n, "k": k}, {"i": {"x": activations.view(np.uint16)}},
+                   tokens * k, valid_probability=0.8, ready_probability=0.7)["o"]
+    assert beats["last"].tolist() == [0, 1] * tokens
+    lane_bits = 1 << np.arange(n)
+    rtl_masks = (beats["mask"][k - 1::k, None] & lane_bits) != 0
+    np.testing.assert_array_equal(rtl_masks, expected_masks)
+
+    # The counter's lane mask is the complement of Orizuru's, one token per beat.
+    idx = rng.integers(0, 1 << (A_BITS + B_BITS), (tokens, n))
+    last = (np.arange(tokens) % per_reduction == per_reduction - 1).astype(np.int64)
+    bins = 1 << (A_BITS + B_BITS)
+    counts = replay("kllm_idx_counter", {"n_inputs": n, "idx_bits": A_BITS + B_BITS},
+                    {"i": {"idx": idx, "mask": (~rtl_masks).astype(np.int64) @ lane_bits, "last": last}},
+                    tokens // per_reduction * bins, valid_probability=0.8,
+                    ready_probability=0.7)["o"]
+    expected = index_distributions(idx.reshape(-1, per_reduction * n), A_BITS + B_BITS,
+                                   mask=~expected_masks.reshape(-1, per_reduction * n))
+    np.testing.assert_array_equal(counts["count"].reshape(-1, bins), expected)
