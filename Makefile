@@ -23,8 +23,8 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim bench oaken-report p3-report accllm-report area synth fmax \
-        report paper sweep bitstream results lint test clean distclean
+.PHONY: all venv verilog benches sim bench elaboration oaken-report p3-report accllm-report area \
+        synth fmax report paper sweep bitstream results lint test clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -49,6 +49,11 @@ sim: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m verif bench $(if $(UNIT),--unit $(UNIT))
+
+# Seconds to elaborate every unit's default, paper and largest legal configurations, one fresh
+# process each (make elaboration [UNIT=orizuru]).
+elaboration: $(STAMP)
+	$(PY) -m gen elaboration $(if $(UNIT),--unit $(UNIT))
 
 # Oaken: profiled thresholds, stored bits and error against 4-bit baselines (golden models only).
 oaken-report: $(STAMP)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m gen {list,verilog}``."""
+"""Command line: ``python -m gen {list,verilog,elaboration}``."""
 
 import argparse
 import sys
@@ -17,7 +17,16 @@ def main(argv=None):
     gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override one parameter (repeatable)")
     gen.add_argument("--out", default="build/verilog", help="output folder")
-    args = parser.parse_args(argv)
+    sub.add_parser("elaboration", add_help=False,
+                   help="seconds to elaborate each unit's default, paper and largest "
+                        "configurations (python -m gen elaboration --help)")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "elaboration":
+        from .elaboration import main as elaboration
+
+        return elaboration(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "list":
         for spec in UNITS.values():

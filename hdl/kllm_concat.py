@@ -14,6 +14,9 @@ __all__ = ["KllmConcat"]
 MAX_PIPELINE = 2
 #: The output register alone already runs far above 150 MHz (docs/units/kllm_concat.md).
 DEFAULT_PIPELINE = 0
+#: Widest ``lanes * (a_bits + b_bits)`` payload: Amaranth 0.5 numbers a cell's output bits
+#: below 2**16, and a 65,536-bit concatenation fails inside its netlist builder.
+MAX_PAYLOAD_BITS = (1 << 16) - 1
 
 
 class KllmConcat(wiring.Component):
@@ -74,13 +77,20 @@ class KllmConcat(wiring.Component):
     TypeError
         If a parameter is not an integer.
     ValueError
-        If a parameter is outside its range.
+        If a parameter is outside its range, or a beat would exceed ``MAX_PAYLOAD_BITS``
+        (4096 lanes of 8 + 8 bits; 4096 lanes of 8 + 7 bits are accepted).
     """
 
     def __init__(self, *, a_bits=4, b_bits=4, lanes=16, pipeline=DEFAULT_PIPELINE):
         self.a_bits = check_int("a_bits", a_bits, min_value=1, max_value=8)
         self.b_bits = check_int("b_bits", b_bits, min_value=1, max_value=8)
         self.lanes = check_int("lanes", lanes, min_value=1, max_value=4096)
+        payload_bits = self.lanes * (self.a_bits + self.b_bits)
+        if payload_bits > MAX_PAYLOAD_BITS:
+            raise ValueError(
+                f"lanes * (a_bits + b_bits) must be at most {MAX_PAYLOAD_BITS} (a beat's payload "
+                f"must stay below Amaranth's 65,536-bit net limit), not {self.lanes} * "
+                f"({self.a_bits} + {self.b_bits}) = {payload_bits}")
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         #: Cycles from a transfer on ``i`` to the corresponding beat being valid on ``o``.
         self.latency = 1 + self.pipeline

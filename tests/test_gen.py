@@ -194,3 +194,32 @@ def test_manifest_states_latency_and_rate(tmp_path):
         spec, params = resolve_params("p3_pe", None, overrides)
         assert manifest["latency"] == spec.build(params).latency
         assert (manifest["result"], manifest["results_per_cycle"]) == ("MAC", 4.0)
+
+
+def test_elaboration_cases_are_legal_and_cover_every_configuration():
+    """Every case of the elaboration benchmark passes its unit's parameter checks (the
+    constructor runs; nothing is elaborated), and every unit's default and paper configurations
+    are among the cases."""
+    from gen.elaboration import CASES, cases
+
+    assert set(CASES) <= set(UNITS)
+    listed = cases()
+    for unit, spec in UNITS.items():
+        labels = {label for name, label, _ in listed if name == unit}
+        assert {"defaults", *spec.configs} <= labels
+    for unit, _, overrides in listed:
+        spec, params = resolve_params(unit, None, overrides)
+        spec.build(params)
+
+
+def test_elaboration_benchmark_prints_seconds_per_case(capsys):
+    from gen.__main__ import main
+
+    assert main(["elaboration", "--unit", "accllm_sparse_selector", "--timeout", "300"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cases = [line for line in lines if line.startswith("accllm_sparse_selector ")]
+    assert [line.split()[1] for line in cases] == [
+        "defaults", "accllm-block", "accllm-tile", "groups=64,rows=32,x_bits=16"]
+    assert all(float(line.split()[2]) > 0 for line in cases)
+    assert lines[-1] == "4 cases, 0 over 30 s, 0 failed"
+    assert main(["elaboration", "--unit", "nope"]) == 2

@@ -62,6 +62,8 @@ def test_golden_concat_rejects_out_of_range_indices():
     ({"a_bits": 4.0}, TypeError, r"a_bits must be an integer, not 4\.0"),
     ({"lanes": "16"}, TypeError, r"lanes must be an integer, not '16'"),
     ({"b_bits": True}, TypeError, r"b_bits must be an integer, not True"),
+    ({"a_bits": 8, "b_bits": 8, "lanes": 4096}, ValueError,
+     r"lanes \* \(a_bits \+ b_bits\) must be at most 65535 .*, not 4096 \* \(8 \+ 8\) = 65536"),
     ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.2, not -1"),
     ({"pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
     ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
