@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Const, Value
 from .params import check_int
 
 __all__ = ["one_hot_decode", "predecode", "one_hot_from_lines", "adder_tree", "adder_tree_cut",
-           "popcount"]
+           "popcount", "at_least", "or_tree"]
 
 
 def one_hot_decode(value, *, chunk_bits=4):
@@ -126,3 +126,30 @@ def popcount(bits):
     if isinstance(bits, Value):
         bits = [bits[k] for k in range(len(bits))]
     return adder_tree([Cat(bit) for bit in bits])
+
+
+def at_least(value, bound):
+    """``value >= bound`` for an unsigned ``value`` and a constant ``bound``, as AND/OR gates
+    (combinational, one gate per bit of ``value``). Yosys would map the comparison operator to
+    a carry chain; this is shallower."""
+    width = len(value)
+    if bound <= 0:
+        return Const(1, 1)
+    if bound >= 1 << width:
+        return Const(0, 1)
+    msb = width - 1
+    rest = bound & ((1 << msb) - 1)
+    if bound >> msb:
+        return value[msb] & at_least(value[:msb], rest)
+    return value[msb] | at_least(value[:msb], rest)
+
+
+def or_tree(values):
+    """Bitwise OR of ``values`` (any widths), as a balanced tree; ``Const(0, 1)`` for none."""
+    values = list(values)
+    if not values:
+        return Const(0, 1)
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]

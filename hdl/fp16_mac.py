@@ -4,6 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigne
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import at_least
 from .stream_stage import StallPipeline, check_pipeline
 
 __all__ = ["Fp16Mac", "CANONICAL_NAN", "FP32_LAYOUT", "FP16_UNPACKED_LAYOUT", "OPERANDS_LAYOUT",
@@ -127,20 +128,6 @@ def leading_zeros(value):
     width = 1 << max(1, (len(value) - 1).bit_length())
     padded = Cat(Const(0, width - len(value)), value)
     return _leading_zeros_tree(padded)[1]
-
-
-def _at_least(value, constant):
-    """``value >= constant`` for a constant, as gates (combinational). Yosys would map the
-    comparison operator to a carry chain; a few bits of logic are shallower."""
-    if constant <= 0:
-        return Const(1, 1)
-    if constant >= 1 << len(value):
-        return Const(0, 1)
-    msb = len(value) - 1
-    rest = constant & ((1 << msb) - 1)
-    if constant >> msb:
-        return value[msb] & _at_least(value[:msb], rest)
-    return value[msb] | _at_least(value[:msb], rest)
 
 
 def _pack(m, state, *, name):
@@ -508,7 +495,7 @@ class Fp16Mac(wiring.Component):
         m.d.comb += shifted.eq(Cat(Const(0, 2), small_sig) >> align_shift)
         align_sticky = Signal(name="align_sticky")
         m.d.comb += align_sticky.eq(Cat(
-            small_sig[j] & _at_least(align_shift, j + 3) for j in range(24)).any())
+            small_sig[j] & at_least(align_shift, j + 3) for j in range(24)).any())
         low = Cat(align_sticky, shifted[0:2])               # guard..sticky: 3 bits below big
         high = shifted[2:26]                                 # 24 bits beside big.sig
         operand = Signal(24, name="far_operand")

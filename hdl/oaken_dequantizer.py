@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .arith import at_least, or_tree
 from .lanes import split_lanes
 from .oaken_decomposer import THRESHOLDS, check_lanes
 from .params import check_int
@@ -33,31 +34,6 @@ def _register(m, value, name, *, reset=False):
     register = Signal.like(value, name=name, reset_less=not reset)
     m.d.sync += register.eq(value)
     return register
-
-
-def _at_least(value, bound):
-    """``value >= bound`` for an unsigned ``value`` and a constant ``bound``, as AND/OR logic
-    (a comparison with a constant would otherwise become a carry chain)."""
-    width = len(value)
-    if bound <= 0:
-        return Const(1, 1)
-    if bound >= 1 << width:
-        return Const(0, 1)
-    top = 1 << (width - 1)
-    if bound & top:
-        return value[-1] & _at_least(value[:-1], bound - top)
-    return value[-1] | _at_least(value[:-1], bound)
-
-
-def _or_all(values):
-    """Bitwise OR of values, as a balanced tree (0 for none)."""
-    values = list(values)
-    if not values:
-        return Const(0, 1)
-    while len(values) > 1:
-        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
 
 
 class OakenDequantizer(wiring.Component):
@@ -387,7 +363,7 @@ class OakenDequantizer(wiring.Component):
             ]
             in_flight = Signal(range(self.queue_depth + 1), name="queue_credit")
             room = Signal(name="queue_room")
-            m.d.comb += room.eq(~_at_least(in_flight, self.queue_depth))
+            m.d.comb += room.eq(~at_least(in_flight, self.queue_depth))
         else:
             core = self.o
             room = Const(1, 1)
@@ -398,20 +374,20 @@ class OakenDequantizer(wiring.Component):
         current = Signal(NS * W, name="read_window", init=1)
         slot = Signal(NS, name="read_slot", init=1)
         final = Signal(name="final_window")
-        m.d.comb += final.eq(_or_all([current[s * W + W - 1] for s in range(NS)]))
+        m.d.comb += final.eq(or_tree([current[s * W + W - 1] for s in range(NS)]))
         # issuable[s * W + w]: slot s holds its header and window w is complete. A register
         # loaded with the next state of hdr_full & slot_complete (the same values one cycle
         # later as they would be combinationally), so that window_ready is one AND-OR level
         # (two LUTs) from flip-flops.
         issuable = Signal(NS * W, name="window_issuable")
         window_ready = Signal(name="window_ready")
-        m.d.comb += window_ready.eq(_or_all([current[k] & issuable[k] for k in range(NS * W)]))
+        m.d.comb += window_ready.eq(or_tree([current[k] & issuable[k] for k in range(NS * W)]))
         header = Signal(self.stored_layout, name="read_header")
-        m.d.comb += header.eq(_or_all([Mux(slot[s], hdr_regs[s].as_value(), 0)
+        m.d.comb += header.eq(or_tree([Mux(slot[s], hdr_regs[s].as_value(), 0)
                                        for s in range(NS)]))
         flags = [Signal(L, name=f"read_{n}") for n in ("hit", "outer", "sign")]
         for flag, bits in zip(flags, (hit, outer, sign)):
-            m.d.comb += flag.eq(_or_all([
+            m.d.comb += flag.eq(or_tree([
                 Mux(current[s * W + w], bits[s][w * L:(w + 1) * L], 0)
                 for s in range(NS) for w in range(W)]))
         m.d.comb += [
@@ -460,7 +436,7 @@ class OakenDequantizer(wiring.Component):
         lane_bits = (L - 1).bit_length()
         pre = Signal(self._pre_layout, name="coo_pre")
         count = beat.count
-        overfull = _at_least(count, L + 1)
+        overfull = at_least(count, L + 1)
         present = Signal(L, name="coo_present")
         with m.Switch(count):                  # thermometer: entry j present when j < count
             for c in range(L + 1):
@@ -487,7 +463,7 @@ class OakenDequantizer(wiring.Component):
                     pre.low[j][k].eq(index[:3] == k),
                 ]
             for w in range(W):
-                m.d.comb += pre.reach[j][w].eq(_at_least(index, ((w + 1) << lane_bits) - 1))
+                m.d.comb += pre.reach[j][w].eq(at_least(index, ((w + 1) << lane_bits) - 1))
         return pre
 
     def _scatter(self, m, pre):
@@ -501,18 +477,18 @@ class OakenDequantizer(wiring.Component):
         # In a well-formed chunk entry j's index is at least j: lower positions skip it.
         for kind, field in enumerate((dec.hit, dec.outer, dec.sign)):
             for p in range(V):
-                m.d.comb += field[p].eq(_or_all(
+                m.d.comb += field[p].eq(or_tree(
                     lines[kind][j][p >> 3] & pre.low[j][p & 7] for j in range(min(L, p + 1))))
         indices = [pre.entries[j][2:] for j in range(L)]
         for w in range(self.windows):
-            m.d.comb += dec.reach[w].eq(_or_all(pre.last_entry[j] & pre.reach[j][w]
+            m.d.comb += dec.reach[w].eq(or_tree(pre.last_entry[j] & pre.reach[j][w]
                                                 for j in range(L)))
-        m.d.comb += dec.last_index.eq(_or_all([Mux(pre.last_entry[j], indices[j], 0)
+        m.d.comb += dec.last_index.eq(or_tree([Mux(pre.last_entry[j], indices[j], 0)
                                                for j in range(L)]))
         bad = [pre.overfull]
         for j in range(L):
             if V < (1 << COO_INDEX_BITS):
-                bad.append(pre.present[j] & _at_least(indices[j], V))
+                bad.append(pre.present[j] & at_least(indices[j], V))
             if j:
                 bad.append(pre.present[j] & (indices[j] <= indices[j - 1]))
         m.d.comb += [

@@ -1,0 +1,46 @@
+"""Shared arithmetic pieces (hdl/arith.py) against Python, exhaustively at small widths, in
+Amaranth's simulator."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from hdl.arith import at_least, or_tree
+
+
+def _settle(values, outputs, cases):
+    """Drive ``values`` with each case of ``cases`` and return the outputs' values."""
+    m = Module()
+    probes = [Signal.like(out, name=f"probe_{k}") for k, out in enumerate(outputs)]
+    m.d.comb += [probe.eq(out) for probe, out in zip(probes, outputs)]
+    seen = []
+
+    async def bench(ctx):
+        for case in cases:
+            for signal, value in zip(values, case):
+                ctx.set(signal, value)
+            seen.append([ctx.get(probe) for probe in probes])
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+def test_at_least_is_greater_or_equal_for_every_value_and_bound():
+    value = Signal(4)
+    bounds = range(-2, 19)
+    seen = _settle([value], [at_least(value, bound) for bound in bounds],
+                   [(v,) for v in range(16)])
+    for v, row in enumerate(seen):
+        assert row == [int(v >= bound) for bound in bounds], v
+
+
+def test_or_tree_is_the_bitwise_or_of_any_count():
+    inputs = [Signal(3, name=f"x{k}") for k in range(5)]
+    cases = [(1, 2, 0, 4, 0), (0, 0, 0, 0, 0), (7, 0, 0, 0, 1), (0, 0, 0, 0, 6)]
+    seen = _settle(inputs, [or_tree(inputs[:count]) for count in range(6)], cases)
+    for case, row in zip(cases, seen):
+        expected = [0]
+        for x in case:
+            expected.append(expected[-1] | x)
+        assert row == expected, case
