@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 
 from golden.orizuru import orizuru_beats, total_order_key
 from hdl.fp16 import Fp16TotalOrderCompare
-from hdl.orizuru import DEFAULT_PIPELINE, MAX_PIPELINE, Orizuru, OrizuruScan
+from hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
 from verif.runner import BenchFailure, edit_site, run_testbench
 
 
@@ -20,10 +20,12 @@ from verif.runner import BenchFailure, edit_site, run_testbench
     ({"k": 0}, ValueError, r"k must be in range 1\.\.16, not 0"),
     ({"n": 8, "k": 9}, ValueError, r"k must be in range 1\.\.8, not 9"),
     ({"width": 32}, ValueError, r"width must be in range 16\.\.16, not 32"),
-    ({"structure": "heap"}, ValueError, r"structure must be one of 'tree', 'scan'"),
+    ({"structure": "heap"}, ValueError, r"structure must be one of 'tree', 'unrolled', 'scan'"),
     ({"n": 16.0}, TypeError, r"n must be an integer, not 16\.0"),
-    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
-    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
+    ({"pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
+    ({"structure": "unrolled", "pipeline": 4}, ValueError,
+     r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.2, not -1"),
     ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
@@ -124,10 +126,16 @@ def _simulate(dut, xs, rng, valid_probability, ready_probability):
 SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 5), (32, 3)]
 
 
-@pytest.mark.parametrize("pipeline", range(1, MAX_PIPELINE + 1))
-@pytest.mark.parametrize("structure", ["tree", "scan"])
+#: (structure, pipeline) of every circuit; pipeline=0 and the defaults also run in the cocotb
+#: benches below.
+DEPTHS = ([("tree", p) for p in range(MAX_PIPELINES["tree"] + 1)]
+          + [(s, p) for s in ("unrolled", "scan") for p in range(MAX_PIPELINES[s] + 1)])
+
+
+@pytest.mark.parametrize("structure,pipeline", [d for d in DEPTHS if d != ("unrolled", 0)
+                                                and d != ("scan", 0)])
 def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
-    rng = np.random.default_rng([pipeline, structure == "scan"])
+    rng = np.random.default_rng([pipeline, DEPTHS.index((structure, pipeline))])
     for n, k in SIM_CONFIGS:
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 12, rng)
@@ -137,31 +145,56 @@ def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
             assert values == [int(v) for v in expected[field]], (n, k, field)
 
 
-@pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
-@pytest.mark.parametrize("structure", ["tree", "scan"])
-def test_every_depth_keeps_k_cycles_per_vector_and_its_latency(structure, pipeline):
+@pytest.mark.parametrize("structure,pipeline", DEPTHS)
+def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline):
     rng = np.random.default_rng(3)
-    for n, k in [(16, 2), (8, 3)]:
+    for n, k in [(16, 2), (8, 3), (4, 1)]:
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 16, rng)
         beats, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
         assert cycles["o"][0] - cycles["i"][0] == dut.latency
-        # One beat per cycle from the first to the last: k cycles per vector back to back.
-        assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
+        firsts = cycles["o"][::k]
+        assert np.diff(firsts).tolist() == [dut.cycles_per_vector] * (len(xs) - 1), (n, k)
+        if structure != "tree":
+            # One beat per cycle from the first to the last: k cycles per vector back to back.
+            assert dut.cycles_per_vector == k
+            assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
+        else:
+            # A pop every log2(n) + pipeline cycles (the path maintenance), the next vector's
+            # first beat right after the last (its initialisation overlapped).
+            gap = n.bit_length() - 1 + pipeline
+            within = [b - a for a, b in zip(cycles["o"], cycles["o"][1:])]
+            for j, step in enumerate(within):
+                assert step == (gap if (j + 1) % k else
+                                 dut.cycles_per_vector - (k - 1) * gap), (n, k, j)
 
 
 @pytest.mark.parametrize("structure,n,k,pipeline,latency", [
-    ("tree", 16, 2, 0, 1), ("tree", 16, 2, 1, 2), ("tree", 16, 2, 2, 4),
-    ("tree", 16, 2, 3, 7), ("scan", 16, 2, 3, 8), ("scan", 16, 2, 2, 4),
-    ("tree", 16, 4, 3, 15), ("tree", 16, 1, 3, 4), ("tree", 2, 2, 3, 1), ("tree", 2, 2, 1, 1),
-    ("tree", 1024, 2, 3, 19), ("scan", 1024, 2, 3, 20),
+    ("tree", 16, 2, 0, 6), ("tree", 16, 2, 1, 6), ("tree", 16, 2, 2, 6), ("tree", 2, 1, 1, 3),
+    ("tree", 1024, 64, 2, 12),
+    ("unrolled", 16, 2, 0, 1), ("unrolled", 16, 2, 1, 2), ("unrolled", 16, 2, 2, 4),
+    ("unrolled", 16, 2, 3, 7), ("scan", 16, 2, 3, 8), ("scan", 16, 2, 2, 4),
+    ("unrolled", 16, 4, 3, 15), ("unrolled", 16, 1, 3, 4), ("unrolled", 2, 2, 3, 1),
+    ("unrolled", 2, 2, 1, 1), ("unrolled", 1024, 2, 3, 19), ("scan", 1024, 2, 3, 20),
 ])
 def test_latency_attribute(structure, n, k, pipeline, latency):
     assert Orizuru(n=n, k=k, structure=structure, pipeline=pipeline).latency == latency
 
 
+@pytest.mark.parametrize("n,k,pipeline,cycles", [
+    # 1 + (k - 1) (log2 n + pipeline), at least log2 n + 2 (acceptance, initialisation, handover).
+    (16, 2, 0, 6), (16, 2, 1, 6), (16, 2, 2, 7), (16, 5, 2, 25), (16, 1, 1, 6), (2, 2, 1, 3),
+    (2, 1, 0, 3), (1024, 20, 1, 210),
+])
+def test_tree_cycles_per_vector(n, k, pipeline, cycles):
+    assert cycles_per_vector(n, k, "tree", pipeline) == cycles
+    assert Orizuru(n=n, k=k, pipeline=pipeline).cycles_per_vector == cycles
+
+
 def test_default_depth_and_baseline_defaults():
-    assert Orizuru().pipeline == OrizuruScan().pipeline == DEFAULT_PIPELINE == 3
+    assert Orizuru().structure == "tree"
+    assert Orizuru().pipeline == DEFAULT_PIPELINES["tree"] == 2
+    assert Orizuru(structure="unrolled").pipeline == OrizuruScan().pipeline == 3
     assert OrizuruScan(pipeline=0).latency == 1
 
 
@@ -169,11 +202,18 @@ def test_default_depth_and_baseline_defaults():
 
 
 BENCH_CONFIGS = [
-    pytest.param("orizuru", {}, 5000, id="paper-n16-k2"),
+    pytest.param("orizuru", {}, 3000, id="paper-n16-k2"),
     pytest.param("orizuru", {"pipeline": 0}, 2000, id="paper-n16-k2-pipeline0"),
     pytest.param("orizuru", {"n": 2, "k": 2}, 1000, id="n2-k2"),
-    pytest.param("orizuru", {"n": 8, "k": 8}, 1000, id="n8-k8"),
+    pytest.param("orizuru", {"n": 8, "k": 8}, 500, id="n8-k8"),
     pytest.param("orizuru", {"n": 64, "k": 4}, 300, id="n64-k4"),
+    pytest.param("orizuru", {"n": 64, "k": 4, "pipeline": 0}, 200, id="n64-k4-pipeline0"),
+    pytest.param("orizuru", {"structure": "unrolled"}, 3000, id="unrolled-n16-k2"),
+    pytest.param("orizuru", {"structure": "unrolled", "pipeline": 0}, 1000,
+                 id="unrolled-n16-k2-pipeline0"),
+    pytest.param("orizuru", {"structure": "unrolled", "n": 8, "k": 8}, 500, id="unrolled-n8-k8"),
+    pytest.param("orizuru", {"structure": "unrolled", "n": 64, "k": 4}, 300,
+                 id="unrolled-n64-k4"),
     pytest.param("orizuru_scan", {}, 2000, id="scan-baseline-n16-k2"),
     pytest.param("orizuru_scan", {"pipeline": 0}, 1000, id="scan-baseline-n16-k2-pipeline0"),
 ]
@@ -184,7 +224,8 @@ BENCH_CONFIGS = [
 def test_bench(unit, params, vectors):
     metrics = run_testbench(unit, params, extra_env={"QLLM_VECTORS": vectors})
     assert metrics["tests"] == 3
-    assert metrics["sustained_rate"]["cycles_per_vector"] == params.get("k", 2)
+    dut = Orizuru(**{**params, "structure": "scan"} if unit == "orizuru_scan" else params)
+    assert metrics["sustained_rate"]["cycles_per_vector"] == dut.cycles_per_vector
 
 
 def _min_tree_ties_left(text):
@@ -200,11 +241,27 @@ def _maintenance_ties_to_sibling(text):
                      r"\g<1>1'h0 }")
 
 
+def _tree_min_root_takes_larger(text):
+    """Time-multiplexed trees: comparator 1 never learns that the last initialisation step
+    is the min tree's root, and takes the larger value there."""
+    return edit_site(text, r"(init_is_min_1 <= )[^;]+;", r"\g<1>1'h0;")
+
+
+def _tree_min_path_loses_ties(text):
+    """Time-multiplexed trees: the min tree's path winner loses every tie to the sibling
+    (its tie-side bit forced to 0)."""
+    return edit_site(text, r"(assign min_m_path_wins = \{[^}]*\} < \{[^}]*, )min_m_sides\[0\] \}",
+                     r"\g<1>1'h0 }")
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("name,edit", [
-    ("min-leaf", _min_tree_ties_left),
-    ("maintenance-ties", _maintenance_ties_to_sibling),
+@pytest.mark.parametrize("name,params,edit", [
+    ("min-leaf", {"structure": "unrolled"}, _min_tree_ties_left),
+    ("maintenance-ties", {"structure": "unrolled"}, _maintenance_ties_to_sibling),
+    ("tree-min-root", {}, _tree_min_root_takes_larger),
+    ("tree-min-ties", {}, _tree_min_path_loses_ties),
 ])
-def test_bench_fails_on_broken_rtl(name, edit):
+def test_bench_fails_on_broken_rtl(name, params, edit):
     with pytest.raises(BenchFailure):
-        run_testbench("orizuru", {}, extra_env={"QLLM_VECTORS": 300}, mutation=(name, edit))
+        run_testbench("orizuru", params, extra_env={"QLLM_VECTORS": 300},
+                      mutation=(name, edit))
