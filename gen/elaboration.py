@@ -44,6 +44,11 @@ CASES = {
     "orizuru_scan": [
         {"n": 1024, "k": 2},
     ],
+    "orizuru_sortnet": [
+        {"n": 1024, "k": 2},
+        {"n": 256, "k": 16},
+        {"n": 1024, "k": 64},
+    ],
     "oaken_decomposer": [
         {"lanes": 64, "data_bits": 32},
     ],

@@ -146,6 +146,20 @@ UNITS = {
             rate=lambda p: 1 / p["k"],
         ),
         UnitSpec(
+            name="orizuru_sortnet",
+            factory="hdl.orizuru_sortnet:OrizuruSortnet",
+            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
+            configs={
+                # Orizuru's paper configuration (KLLM Table I), for the report row beside it.
+                "kllm-16": {"n": 16, "k": 2},
+            },
+            testbench="verif.tb_orizuru",
+            summary="Baseline for orizuru: pipelined top-k/bottom-k sorting network, same "
+                    "interface and outputs",
+            result="vector",
+            rate=lambda p: 1 / p["k"],
+        ),
+        UnitSpec(
             name="oaken_decomposer",
             factory="hdl.oaken_decomposer:OakenDecomposer",
             defaults={"lanes": 16, "data_bits": 16, "pipeline": 1},

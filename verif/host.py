@@ -484,6 +484,7 @@ GOLDEN: dict[str, GoldenModel] = {
     "accllm_sparse_selector": GoldenModel(_sparse_selector_stimulus, _sparse_selector_expected),
     "orizuru": _ORIZURU,
     "orizuru_scan": _ORIZURU,
+    "orizuru_sortnet": _ORIZURU,
     "oaken_decomposer": GoldenModel(_decomposer_stimulus, _decomposer_expected),
     "accllm_dsp_mul": _MUL,
     "accllm_plain_mul": _MUL,

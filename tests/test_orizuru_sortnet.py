@@ -1,0 +1,205 @@
+# amaranth: UnusedElaboratable=no
+# (parameter-error tests build components whose constructor raises on purpose)
+"""orizuru_sortnet: parameters, the comparator network, every pipeline depth, benches,
+mutation."""
+
+import itertools
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from golden.orizuru import orizuru_beats
+from hdl.orizuru_sortnet import (DEFAULT_PIPELINE, MAX_PIPELINE, OrizuruSortnet,
+                                 selection_network)
+from verif.runner import BenchFailure, edit_site, run_testbench
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"n": 1}, ValueError, r"n must be in range 2\.\.1024, not 1"),
+    ({"n": 2048}, ValueError, r"n must be in range 2\.\.1024, not 2048"),
+    ({"n": 12}, ValueError, r"n must be a power of two in 2\.\.1024, not 12"),
+    ({"n": 16.0}, TypeError, r"n must be an integer, not 16\.0"),
+    ({"k": 0}, ValueError, r"k must be in range 1\.\.16, not 0"),
+    ({"n": 8, "k": 9}, ValueError, r"k must be in range 1\.\.8, not 9"),
+    ({"k": "2"}, TypeError, r"k must be an integer, not '2'"),
+    ({"width": 32}, ValueError, r"width must be in range 16\.\.16, not 32"),
+    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
+    ({"pipeline": True}, TypeError, r"pipeline must be an integer, not True"),
+])
+def test_invalid_parameters_name_the_parameter(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        OrizuruSortnet(**kwargs)
+
+
+# --- the comparator network -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(n, k) for n in (2, 4, 8) for k in range(1, n + 1)]
+                         + [(16, 1), (16, 2), (16, 5)])
+def test_network_selects_on_every_zero_one_input(n, k):
+    """The 0-1 principle: a comparator network that puts the k smallest and the k largest,
+    sorted, on its outputs for every 0/1 input does so for every input."""
+    network = selection_network(n, k)
+    for bits in itertools.product((0, 1), repeat=n):
+        ordered = sorted(bits)
+        assert network.evaluate(bits) == (ordered[:k], ordered[-k:]), bits
+
+
+@pytest.mark.parametrize("n,k", [(32, 3), (64, 4), (128, 128)])
+def test_network_selects_on_random_distinct_inputs(n, k):
+    network = selection_network(n, k)
+    rng = np.random.default_rng(n + k)
+    for _ in range(50):
+        values = [int(v) for v in rng.permutation(4 * n)[:n]]
+        ordered = sorted(values)
+        assert network.evaluate(values) == (ordered[:k], ordered[-k:])
+
+
+@pytest.mark.parametrize("n,k,comparators,depth", [
+    (2, 1, 1, 1), (16, 1, 22, 4), (16, 2, 38, 7), (16, 4, 54, 9), (16, 8, 63, 10),
+    (8, 8, 19, 6), (64, 4, 264, 15),
+])
+def test_comparator_count_and_depth(n, k, comparators, depth):
+    """The figures of the docstring and docs/units/orizuru.md (a full Batcher sort of 16 is
+    63 comparators in 10 levels)."""
+    dut = OrizuruSortnet(n=n, k=k)
+    assert (dut.comparators, dut.depth) == (comparators, depth)
+
+
+# --- every pipeline depth, in Amaranth's simulator ------------------------------------------
+
+
+def _vectors(n, count, rng):
+    """Random bit patterns, few-valued vectors (many ties), signed zeros and NaNs only, and
+    float16 normals; the first vector all equal, the second alternating +0 / -0."""
+    kinds = rng.integers(0, 4, count)
+    raw = rng.integers(0, 1 << 16, (count, n))
+    ties = rng.integers(0, 3, (count, n)) * 0x0400 + 0x3C00
+    zeros = rng.choice([0x0000, 0x8000, 0x7E00, 0xFE00, 0x0001], (count, n))
+    normal = rng.standard_normal((count, n)).astype(np.float16).view(np.uint16)
+    xs = np.where(kinds[:, None] == 0, raw, np.where(
+        kinds[:, None] == 1, ties, np.where(kinds[:, None] == 2, zeros, normal)))
+    xs[0] = 0x3C00
+    xs[1] = np.where(np.arange(n) % 2 == 0, 0x0000, 0x8000)
+    return xs.astype(np.int64)
+
+
+def _simulate(dut, xs, rng, valid_probability, ready_probability):
+    """Drive ``xs`` into ``dut`` with random gaps on ``i.valid`` and ``o.ready``, check that a
+    waiting output beat holds, and return the beats and the transfer cycles."""
+    fields = ("max_index", "max_value", "min_index", "min_value", "last", "mask")
+    beats = {field: [] for field in fields}
+    cycles = {"i": [], "o": []}
+    expected_beats = len(xs) * dut.k
+
+    async def bench(ctx):
+        sent = cycle = 0
+        held = None
+        while len(beats["last"]) < expected_beats:
+            assert cycle < 200 * (len(xs) + 2) * (dut.k + dut.latency), "no progress"
+            offer = sent < len(xs) and rng.random() < valid_probability
+            ctx.set(dut.i.valid, offer)
+            if offer:
+                ctx.set(dut.i.payload.x, [int(v) for v in xs[sent]])
+            ready = rng.random() < ready_probability
+            ctx.set(dut.o.ready, ready)
+            await ctx.delay(1e-9)
+            if held is not None:
+                assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.as_value()) == held, (
+                    f"cycle {cycle}: a beat waiting for o.ready changed or left")
+            held = None
+            if ctx.get(dut.o.valid):
+                if ready:
+                    payload = ctx.get(dut.o.payload)
+                    for field in fields:
+                        beats[field].append(int(getattr(payload, field)))
+                    cycles["o"].append(cycle)
+                else:
+                    held = ctx.get(dut.o.payload.as_value())
+            if offer and ctx.get(dut.i.ready):
+                cycles["i"].append(cycle)
+                sent += 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return beats, cycles
+
+
+SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 2), (16, 5), (32, 3)]
+
+
+@pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
+def test_every_depth_matches_golden_under_backpressure(pipeline):
+    rng = np.random.default_rng([pipeline, 7])
+    for n, k in SIM_CONFIGS:
+        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
+        xs = _vectors(n, 16, rng)
+        beats, _ = _simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
+        expected = orizuru_beats(xs, k)
+        for field, values in beats.items():
+            assert values == [int(v) for v in expected[field]], (n, k, field)
+
+
+@pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
+def test_every_depth_keeps_k_cycles_per_vector_and_its_latency(pipeline):
+    rng = np.random.default_rng(3)
+    for n, k in [(16, 2), (8, 3), (4, 1)]:
+        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
+        xs = _vectors(n, 16, rng)
+        _, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
+        assert cycles["o"][0] - cycles["i"][0] == dut.latency
+        # One beat per cycle from the first to the last: k cycles per vector back to back.
+        assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
+
+
+@pytest.mark.parametrize("n,k,pipeline,latency", [
+    (16, 2, 0, 1), (16, 2, 1, 2), (16, 2, 2, 4), (16, 2, 3, 7), (2, 2, 3, 1), (2, 1, 0, 1),
+    (16, 8, 3, 10), (16, 8, 1, 3), (64, 4, 3, 15), (64, 4, 2, 8),
+])
+def test_latency_attribute(n, k, pipeline, latency):
+    assert OrizuruSortnet(n=n, k=k, pipeline=pipeline).latency == latency
+
+
+def test_default_depth():
+    assert OrizuruSortnet().pipeline == DEFAULT_PIPELINE == 3
+
+
+# --- cocotb benches on the generated Verilog -----------------------------------------------
+
+
+BENCH_CONFIGS = [
+    pytest.param({}, 3000, id="n16-k2"),
+    pytest.param({"pipeline": 0}, 2000, id="n16-k2-pipeline0"),
+    pytest.param({"n": 8, "k": 8}, 1000, id="n8-k8"),
+    pytest.param({"n": 8, "k": 8, "pipeline": 0}, 500, id="n8-k8-pipeline0"),
+    pytest.param({"n": 64, "k": 4}, 300, id="n64-k4"),
+    pytest.param({"n": 2, "k": 1}, 500, id="n2-k1"),
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("params,vectors", BENCH_CONFIGS)
+def test_bench(params, vectors):
+    metrics = run_testbench("orizuru_sortnet", params, extra_env={"QLLM_VECTORS": vectors})
+    assert metrics["tests"] == 3
+    assert metrics["sustained_rate"]["cycles_per_vector"] == params.get("k", 2)
+
+
+def _first_comparator_ties_high(text):
+    """The first comparator (lanes 0 and 1) gets its index tie-break backwards: on equal keys
+    lane 1 counts as the larger, so an all-equal vector reports lane 1 before lane 0."""
+    return edit_site(text, r"(assign c0_swap = \{ [^,]+, )4'he( \} < \{ [^,]+, )4'hf \};",
+                     r"\g<1>4'hf\g<2>4'he };")
+
+
+@pytest.mark.sim
+def test_bench_fails_on_broken_tie_break():
+    with pytest.raises(BenchFailure):
+        run_testbench("orizuru_sortnet", {}, extra_env={"QLLM_VECTORS": 300},
+                      mutation=("tie-break", _first_comparator_ties_high))
