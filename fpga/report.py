@@ -128,6 +128,10 @@ REPORT_ROWS: tuple[ReportRow, ...] = (
     ReportRow("kllm_idx_counter", "kllm-a4", fmax=False),
     ReportRow("kllm_idx_counter", "kllm-w3a3"),
     ReportRow("orizuru", "kllm-16"),
+    # Orizuru's one-cycle-per-pop circuit (every comparison of a pop unrolled in space) beside
+    # the paper's time-multiplexed trees.
+    ReportRow("orizuru", "kllm-16", overrides=(("structure", "unrolled"),),
+              baseline_of="orizuru@kllm-16"),
     # Orizuru's second baseline beside `orizuru_scan` (derived from the registry's `baseline`):
     # the pipelined top-k/bottom-k sorting network, at the same n and k, its own default depth.
     ReportRow("orizuru_sortnet", "kllm-16", baseline_of="orizuru@kllm-16"),

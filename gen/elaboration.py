@@ -40,6 +40,9 @@ CASES = {
         {"n": 1024, "k": 2},
         {"n": 256, "k": 16},
         {"n": 1024, "k": 64},
+        {"n": 1024, "k": 64, "pipeline": 0},
+        {"n": 256, "k": 16, "structure": "unrolled"},
+        {"n": 1024, "k": 64, "structure": "unrolled"},
     ],
     "orizuru_scan": [
         {"n": 1024, "k": 2},

@@ -196,11 +196,24 @@ class Orizuru(wiring.Component):
     to the higher index), which is the inverse of the max tree's bit whenever both children are
     present.
 
-    ``structure="scan"`` builds the straightforward baseline instead: no stored bits, every pop
-    recomputes both complete trees from the availability masks (2(n-1) comparators per pop,
-    the same rules, hence the same outputs).
+    Three structures (KLLM IV-C; docs/units/orizuru.md):
 
-    Two circuits, chosen by ``pipeline``:
+    * ``structure="tree"`` (default), the paper's time-multiplexed trees: an initialisation
+      engine of n/2 comparators shared by the levels (log2 n steps on a compacting register of
+      keys) builds the next vector's trees while a pop engine pops the current vector and walks
+      each popped path up one level per cycle with one comparator per tree
+      (:meth:`_elaborate_tree`). ``pipeline`` 0..2 (default 2): a pop every log2 n +
+      ``pipeline`` cycles (0: the sibling's key selected and compared in one cycle; 1: read a
+      cycle ahead; 2: also a cycle between the pop and the walk). Latency log2 n + 2; cycles
+      per vector :func:`cycles_per_vector`, max(1 + (k - 1)(log2 n + ``pipeline``),
+      log2 n + 2). ``i.ready`` is a registered decode (it does not wait for ``o.ready``).
+    * ``structure="unrolled"``: every comparison of a pop in space, k cycles per vector; the
+      circuits below.
+    * ``structure="scan"`` builds the straightforward baseline instead: no stored bits, every
+      pop recomputes both complete trees from the availability masks (2(n-1) comparators per
+      pop, the same rules, hence the same outputs).
+
+    Two circuits of the unrolled structure and the scan, chosen by ``pipeline``:
 
     * ``pipeline=0``, the loop: one set of node bits and availability masks, initialised in the
       edge that accepts a vector (the whole bottom-up initialisation is combinational from
@@ -245,9 +258,10 @@ class Orizuru(wiring.Component):
     width : int
         Value width; 16 (IEEE binary16) is the only one supported.
     structure : str
-        ``"tree"`` (Orizuru, default) or ``"scan"`` (k-pass max/min scan baseline).
-    pipeline : int
-        Register cuts, 0..3 (default 3; see above).
+        ``"tree"`` (default), ``"unrolled"`` or ``"scan"`` (k-pass max/min scan baseline).
+    pipeline : int or None
+        Tree: 0..2; unrolled and scan: register cuts, 0..3 (see above). None (default): the
+        structure's depth that closes timing on ECP5 (tree 2, unrolled and scan 3).
 
     Members
     -------
@@ -258,10 +272,13 @@ class Orizuru(wiring.Component):
         1 at every index reported for the vector, on the ``last`` beat; 0 before).
     latency : int
         Cycles from the transfer of a vector on ``i`` to its first output beat being valid on
-        ``o`` (with the unit empty and ``o.ready`` high); beat j follows j cycles later.
+        ``o`` (with the unit empty and ``o.ready`` high); for the unrolled structure and the
+        scan, beat j follows j cycles later.
+    cycles_per_vector : int
+        Cycles per vector with vectors back to back and ``o.ready`` high.
 
-    Latency and throughput: k output beats per vector, one per cycle, and k cycles per vector
-    back to back at every ``pipeline`` value (the next vector's first beat follows the last
+    Latency and throughput of the unrolled structure and the scan: k output beats per vector,
+    one per cycle, and k cycles per vector back to back at every ``pipeline`` value (the next vector's first beat follows the last
     beat with no gap). ``pipeline=0``: a vector is initialised in the edge that accepts it and
     its first beat is valid one cycle later (``latency = 1``); the next vector is accepted
     with the last beat. ``pipeline >= 1``: ``latency`` is the number of pipeline stages. With

@@ -77,17 +77,21 @@ def _bench_counter():
 
 
 def _bench_orizuru():
-    print("| unit | n | k | cycles/vector (back to back) | latency to first beat | "
-          "bound log2(n) + k + 2 |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for n in (8, 16, 64):
-        for k in (1, 2, 4):
-            metrics = run_testbench("orizuru", {"n": n, "k": k}, testcase="sustained_rate",
-                                    extra_env={"QLLM_RATE_VECTORS": 64}, name="bench")
-            m = metrics["sustained_rate"]
-            bound = n.bit_length() - 1 + k + 2
-            print(f"| orizuru | {n} | {k} | {m['cycles_per_vector']:.2f} | {m['latency']} | "
-                  f"{bound} |")
+    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
+    print("| unit | structure | n | k | cycles/vector (back to back) | analytical | "
+          "latency to first beat |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for structure in ("tree", "unrolled"):
+        for n in (8, 16, 64):
+            for k in (1, 2, 4):
+                params = {"n": n, "k": k, "structure": structure}
+                metrics = run_testbench("orizuru", params, testcase="sustained_rate",
+                                        extra_env={"QLLM_RATE_VECTORS": 64}, name="bench")
+                m = metrics["sustained_rate"]
+                pipeline = DEFAULT_PIPELINES[structure]
+                analytical = cycles_per_vector(n, k, structure, pipeline)
+                print(f"| orizuru | {structure} | {n} | {k} | {m['cycles_per_vector']:.2f} | "
+                      f"{analytical} | {m['latency']} |")
 
 
 def _bench_oaken():
