@@ -6,6 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import one_hot_decode
 from .fp16 import Fp16TotalOrderCompare, total_order_key, total_order_value
 from .lanes import split_lanes
 from .params import check_choice, check_int
@@ -543,11 +544,15 @@ class Orizuru(wiring.Component):
             m.d.sync += step.eq(1)
 
         # --- output beat -------------------------------------------------------------------
+        # The current roots' leaves, one-hot (a predecoded decoder: a dynamic shift costs
+        # O(n^2) at elaboration).
+        root_lane = {}
+        for tree in trees:
+            root_lane[tree] = Signal(n, name=f"{tree}_root_lane")
+            m.d.comb += root_lane[tree].eq(Cat(one_hot_decode(current[tree]["index"])))
         reported = Signal(n, name="reported")
         m.d.comb += [
-            reported.eq(~avail["max"] | ~avail["min"]
-                        | (Const(1, n) << current["max"]["index"])[:n]
-                        | (Const(1, n) << current["min"]["index"])[:n]),
+            reported.eq(~avail["max"] | ~avail["min"] | root_lane["max"] | root_lane["min"]),
             self.o.payload.max_index.eq(current["max"]["index"]),
             self.o.payload.max_value.eq(total_order_value(current["max"]["key"])),
             self.o.payload.min_index.eq(current["min"]["index"]),
@@ -586,8 +591,7 @@ class Orizuru(wiring.Component):
         with m.If(start):
             m.d.sync += fresh.eq(0)
             for tree in trees:
-                m.d.sync += avail[tree].eq(
-                    avail[tree] & ~(Const(1, n) << current[tree]["index"])[:n])
+                m.d.sync += avail[tree].eq(avail[tree] & ~root_lane[tree])
         # The two trees walk up in step: one height counter. ``at_top``: this cycle compares
         # at height L (with ``pipeline=1`` a register, decoded a cycle ahead); the beat is
         # valid from the next cycle (``o.valid`` is a register).
