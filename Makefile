@@ -83,9 +83,12 @@ report: $(STAMP)
 	$(PY) -m fpga.report $(if $(UNIT),--unit $(UNIT))
 
 # The papers' checkable numbers next to ours, computed by the golden models
-# (build/reports/paper.md, .csv).
+# (build/reports/paper.md, .csv), then KLLM Table I's area ratios (Concat, IdxCounter, Orizuru
+# per FP16 MAC) next to ours from one cmos + ecp5 Yosys run (build/reports/paper-area.md, .csv;
+# about 2.5 min on 2 cores, most of it the 256-bin KLLM-A4 counter).
 paper: $(STAMP)
 	$(PY) -m golden.paper
+	$(PY) -m fpga.paper_area
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
