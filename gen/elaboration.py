@@ -34,6 +34,13 @@ CASES = {
         {"n_inputs": 64, "idx_bits": 8},
         {"n_inputs": 64, "idx_bits": 10},
         {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8},
+        # The widest counters (32 bits: the largest max_len each mode accepts), and the other
+        # bank and depth variants, at the most bins and inputs.
+        {"n_inputs": 64, "idx_bits": 10, "max_len": (1 << 32) - 1},
+        {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8,
+         "max_len": (1 << 24) - 1},
+        {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8, "banks": 1},
+        {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8, "pipeline": 0},
     ],
     "orizuru": [
         {"n": 256, "k": 2},

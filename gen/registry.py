@@ -102,7 +102,7 @@ UNITS = {
             name="kllm_idx_counter",
             factory="hdl.kllm_idx_counter:KllmIdxCounter",
             defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
-                      "max_len": 4096, "pipeline": 3},
+                      "max_len": 4096, "banks": 2, "pipeline": 3},
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},

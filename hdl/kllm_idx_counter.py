@@ -1,10 +1,10 @@
 """KLLM Index Distribution Counter (KLLM section IV-B, SPEC section 2)."""
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import adder_tree_cut, one_hot_from_lines, predecode
+from .arith import adder_tree
 from .params import check_choice, check_int
 from .stream_stage import SkidBuffer, StallPipeline, check_pipeline
 
@@ -126,7 +126,7 @@ class KllmIdxCounter(wiring.Component):
     """
 
     def __init__(self, *, n_inputs=16, idx_bits=8, mode="kk", weight_bits=None, max_len=4096,
-                 pipeline=DEFAULT_PIPELINE):
+                 banks=2, pipeline=DEFAULT_PIPELINE):
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
         self.idx_bits = check_int("idx_bits", idx_bits, min_value=1, max_value=10)
         self.mode = check_choice("mode", mode, ("kk", "ik"))
@@ -145,6 +145,7 @@ class KllmIdxCounter(wiring.Component):
                 f"max_len={self.max_len} needs a {self.count_bits}-bit counter in mode "
                 f"{self.mode!r}, more than the {MAX_COUNT_BITS} bits of the count field")
         self.bins = 1 << self.idx_bits
+        self.banks = check_int("banks", banks, min_value=1, max_value=2)
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         self.cuts = PIPELINE_CUTS[self.pipeline]
         self.front_stages = 1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
@@ -168,73 +169,213 @@ class KllmIdxCounter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cuts = self.cuts
-        lane_depth = (self.n_inputs - 1).bit_length()     # adder levels of the 16-lane tree
+        n, bins = self.n_inputs, self.bins
 
         # Front pipeline: input beat -> per-bin contributions of the beat, every stage at one
         # clock enable. Its output `contrib` is an internal stream (its payload is unused) that
         # carries the `last` beats only (`emit`): `contrib.valid` says "the beat at the
         # accumulators ends a reduction", and it waits there (stalling the front, and `i`) until
         # the readout bank is free. Every other beat, and every bubble, is added to the
-        # accumulators as it passes: bubbles carry an all-zero mask, so they add nothing.
+        # accumulators as it passes: bubbles carry an all-zero mask, so they add nothing. With a
+        # single bank the whole front holds while the bank is read out (`hold`).
         contrib = stream.Signature(unsigned(1)).create(path=("contrib",))
+        busy = Signal()               # the readout bank holds a histogram not yet sent
         front = StallPipeline(m, self.i, contrib, latency=self.front_stages,
-                              emit=self.i.payload.last, name="front")
+                              emit=self.i.payload.last, name="front",
+                              hold=busy if self.banks == 1 else None)
         # Bubbles (i.valid low) enter with an all-zero mask.
         mask = Mux(self.i.valid, self.i.payload.mask, 0)
 
-        # One-hot decode, predecoded in 4-bit chunks; the mask is ANDed into the lines of the
-        # smallest chunk (fewest gates), so a masked lane selects no bin. The input register
-        # (stage 0) holds the raw beat, or with the decode cut the predecoded lines.
+        # The construction below works on whole vectors rather than single bits, so that the
+        # netlist has few, wide operations (elaboration time; SPEC section 0 via issue 15):
+        # per lane one vector of predecode lines, per lane one `bins`-bit one-hot "plane", per
+        # group of 4 lanes the bit planes of its count, and packed stage registers.
+        chunk_bits = [min(4, self.idx_bits - lo) for lo in range(0, self.idx_bits, 4)]
+        sizes = [1 << bits for bits in chunk_bits]
+        smallest = sizes.index(min(sizes))           # the chunk whose lines carry the mask
+        line_bits = sum(sizes)
+
         def predecoded(idx, mask):
-            lines = []
-            for lane in range(self.n_inputs):
-                chunks = predecode(idx[lane])
-                smallest = min(range(len(chunks)), key=lambda c: len(chunks[c]))
-                chunks[smallest] = [line & mask[lane] for line in chunks[smallest]]
-                lines.append(chunks)
-            return lines
+            """Per lane, the one-hot lines of each 4-bit chunk of its index (least significant
+            chunk first), the mask ANDed into the smallest chunk's lines: ``line_bits`` bits."""
+            lanes = []
+            for lane in range(n):
+                lo, lines = 0, []
+                for c, bits in enumerate(chunk_bits):
+                    chunk = idx[lane * self.idx_bits + lo:lane * self.idx_bits + lo + bits]
+                    one = mask[lane] if c == smallest else Const(1, 1)
+                    lines.append((one << chunk)[:sizes[c]])
+                    lo += bits
+                lanes.append(Cat(*lines))
+            return Cat(*lanes)
 
-        weights = self.i.payload.weight if self.mode == "ik" else None
+        idx_bits_in = self.i.payload.idx.as_value()
         if "decode" in cuts:
-            lines = [[[front.stage(line, name=f"line_{lane}_{c}_{k}") for k, line in
-                       enumerate(chunk)] for c, chunk in enumerate(chunks)]
-                     for lane, chunks in enumerate(predecoded(self.i.payload.idx, mask))]
+            idx_bits_in = self._net(m, idx_bits_in, "beat_idx_in")
+            mask = self._net(m, mask, "beat_mask_in")
+            lines = front.stage(predecoded(idx_bits_in, mask), name="beat_lines")
         else:
-            idx = front.stage(self.i.payload.idx, name="beat_idx")
-            lines = predecoded(idx, front.stage(mask, name="beat_mask"))
-        if weights is not None:
-            weights = front.stage(weights, name="beat_weight")
-        selected = [[] for _ in range(self.bins)]            # selected[bin][lane]
-        for lane_lines in lines:
-            for bin_, line in enumerate(one_hot_from_lines(lane_lines)):
-                selected[bin_].append(line)
+            idx = front.stage(idx_bits_in, name="beat_idx")
+            lines = Signal(n * line_bits, name="beat_lines")
+            m.d.comb += lines.eq(predecoded(idx, front.stage(mask, name="beat_mask")))
 
-        # Per bin: the bit counter (kk) or the adder tree of the selected weights (ik), cut
-        # after the 4-lane partial sums when asked.
-        tree_cuts = {min(2, lane_depth)} if "partial" in cuts else set()
-        contributions = []
-        for bin_, lanes in enumerate(selected):
-            if self.mode == "kk":
-                operands = [Cat(sel) for sel in lanes]
-            else:
-                operands = [Mux(sel, weights[lane], 0) for lane, sel in enumerate(lanes)]
-            total = adder_tree_cut(operands, cut_after=tree_cuts, register=front.stage)
-            contributions.append(front.stage(total, name=f"contribution_{bin_}",
-                                             enable="accumulate" in cuts))
+        # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
+        # selects, built chunk by chunk from the least significant: the one-hot over the bins
+        # of the chunks so far, repeated once per line of the next chunk and ANDed with it.
+        planes = []
+        for lane in range(n):
+            base = lane * line_bits
+            term = lines[base:base + sizes[0]]
+            base += sizes[0]
+            for size in sizes[1:]:
+                term = Cat(*(Mux(lines[base + k], term, 0) for k in range(size)))
+                base += size
+            planes.append(self._net(m, term, f"plane_{lane}"))
 
-        # Accumulators and readout bank: the front advances (clock enable `front.ce`) unless a
-        # `last` beat waits at its end for the readout bank (`contrib.ready` low).
+        # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
+        # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
+        # bit j of the partial sum of every bin. Cut after them when asked ("partial").
+        if self.mode == "kk":
+            groups = [self._sliced_count(m, planes[g:g + 4], f"g{g // 4}") for g in range(0, n, 4)]
+        else:
+            weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight")
+            groups = [self._weighted_planes(m, planes, lines, weights, range(g, min(g + 4, n)),
+                                            sizes, f"g{g // 4}") for g in range(0, n, 4)]
+        if "partial" in cuts:
+            # One register per bit plane (`bins` bits): each bin's partial sums are then plain
+            # bit selects of a signal.
+            groups = [[front.stage(p, name=f"partial_{g}_{j}") for j, p in enumerate(group)]
+                      for g, group in enumerate(groups)]
+
+        # Per bin: the adder tree over the groups' partial sums (levels 3 and up), then the cut
+        # before the accumulators (one packed register of every bin's contribution).
+        totals = []
+        for bin_ in range(bins):
+            operands = []
+            for group in groups:
+                value = Cat(*(p[bin_] for p in group))
+                operands.append(value.as_signed() if self.mode == "ik" else value)
+            totals.append(adder_tree(operands))
+        width = len(totals[0])
+        packed = Cat(*totals)
+        if "accumulate" in cuts:
+            packed = front.stage(packed, name="contribution")
+        else:
+            packed = self._net(m, packed, "contribution")
+        contributions = [packed[b * width:(b + 1) * width] for b in range(bins)]
+        if self.mode == "ik":
+            contributions = [value.as_signed() for value in contributions]
+
+        # Accumulators and readout: the front advances (clock enable `front.ce`) unless a
+        # `last` beat waits at its end for the readout bank (`contrib.ready` low), or, with a
+        # single bank, while that bank is read out.
         if "readout" in cuts:
             source = stream.Signature(self.out_layout).create(path=("readout",))
             m.submodules.readout_buffer = buffer = SkidBuffer(self.out_layout)
             wiring.connect(m, source, buffer.i)
             wiring.connect(m, buffer.o, wiring.flipped(self.o))
-            self._pipelined_banks(m, front, contrib, contributions, source)
         else:
-            self._direct_banks(m, front, contrib, contributions, self.o)
+            source = self.o
+        if self.banks == 1:
+            self._single_bank(m, front, contrib, contributions, source, busy)
+        elif "readout" in cuts:
+            self._pipelined_banks(m, front, contrib, contributions, source, busy)
+        else:
+            self._direct_banks(m, front, contrib, contributions, source, busy)
         return m
 
-    def _direct_banks(self, m, front, contrib, contributions, source):
+    @staticmethod
+    def _net(m, value, name):
+        """``value`` as a named combinational signal: Amaranth emits an expression once per
+        use, a signal once."""
+        value = Value.cast(value)
+        signal = Signal(len(value), name=name)
+        m.d.comb += signal.eq(value)
+        return signal
+
+    def _sliced_count(self, m, planes, name):
+        """Bit planes (least significant first) of the number of set planes among up to 4
+        one-bit ``planes``, bin by bin: a 4:3 counter on whole vectors (combinational)."""
+        net = self._net
+        if len(planes) == 1:
+            return planes
+        if len(planes) == 2:
+            a, b = planes
+            return [net(m, a ^ b, f"{name}_s0"), net(m, a & b, f"{name}_s1")]
+        if len(planes) == 3:
+            a, b, c = planes
+            x = net(m, a ^ b, f"{name}_x")
+            return [net(m, x ^ c, f"{name}_s0"), net(m, (a & b) | (x & c), f"{name}_s1")]
+        a, b, c, d = planes
+        x, y = net(m, a ^ b, f"{name}_x"), net(m, c ^ d, f"{name}_y")
+        p, q = net(m, a & b, f"{name}_p"), net(m, c & d, f"{name}_q")
+        t = net(m, x & y, f"{name}_t")
+        # a + b + c + d = (x ^ y) + 2 (p + q + t), and p + q + t <= 2 (p excludes t, q too).
+        return [net(m, x ^ y, f"{name}_s0"), net(m, p ^ q ^ t, f"{name}_s1"),
+                net(m, (p & q) | (t & (p | q)), f"{name}_s2")]
+
+    def _weighted_planes(self, m, planes, lines, weights, lanes, sizes, name):
+        """Bit planes (two's complement, as wide as :func:`adder_tree` makes the sum) of the
+        weighted sum of up to 4 lanes, bin by bin (combinational).
+
+        The lanes are first merged as scalars: the first lane of each distinct counted index
+        (its leader) carries the sum of the weights of the group's lanes with that index, the
+        others carry 0. The leaders' planes are disjoint, so bit k of the sum is the OR of the
+        planes of the lanes whose carried weight has bit k set. Two lanes count the same index
+        when every chunk of their predecode lines overlaps (a masked lane overlaps none).
+        """
+        net, wb, lanes = self._net, self.weight_bits, list(lanes)
+        width = wb + (len(lanes) - 1).bit_length()
+        line_bits = sum(sizes)
+
+        def same_index(a, b):
+            terms, base = [], 0
+            for size in sizes:
+                lo_a, lo_b = a * line_bits + base, b * line_bits + base
+                terms.append((lines[lo_a:lo_a + size] & lines[lo_b:lo_b + size]).any())
+                base += size
+            return net(m, Cat(*terms).all(), f"{name}_eq{a}_{b}")
+
+        weight = {lane: weights[lane * wb:(lane + 1) * wb].as_signed() for lane in lanes}
+        eq = {(a, b): same_index(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1:]}
+        carried = []
+        for i, lane in enumerate(lanes):
+            total = weight[lane]
+            for other in lanes[i + 1:]:
+                total = total + Mux(eq[(lane, other)], weight[other], 0)
+            if i:
+                leader = ~Cat(*(eq[(other, lane)] for other in lanes[:i])).any()
+                total = Mux(leader, total, 0)
+            carried.append(net(m, total.as_signed(), f"{name}_w{lane}"))
+        out = []
+        for k in range(width):
+            bit = None
+            for lane, value in zip(lanes, carried):
+                chosen = Mux(value[min(k, len(value) - 1)], planes[lane], 0)
+                bit = chosen if bit is None else bit | chosen
+            out.append(net(m, bit, f"{name}_s{k}"))
+        return out
+
+    def _sliced_add(self, m, a, b, name):
+        """Ripple-carry sum of two signed bit-plane numbers, one bit wider than the wider."""
+        net = self._net
+        width = max(len(a), len(b)) + 1
+        a = a + [a[-1]] * (width - len(a))
+        b = b + [b[-1]] * (width - len(b))
+        out, carry = [], None
+        for k in range(width):
+            if carry is None:
+                out.append(net(m, a[k] ^ b[k], f"{name}_s{k}"))
+                carry = net(m, a[k] & b[k], f"{name}_c{k}")
+                continue
+            t = net(m, a[k] ^ b[k], f"{name}_t{k}")
+            out.append(net(m, t ^ carry, f"{name}_s{k}"))
+            if k < width - 1:
+                # a != b: the carry passes on; a == b: it is a (and b).
+                carry = net(m, Mux(t, carry, a[k]), f"{name}_c{k}")
+        return out
+
+    def _direct_banks(self, m, front, contrib, contributions, source, busy):
         """Accumulate and read out without cuts (``pipeline=0``, the lowest latency).
 
         ``sum = (fresh ? 0 : acc) + contribution`` loads the accumulators at every front clock
@@ -242,12 +383,10 @@ class KllmIdxCounter(wiring.Component):
         multiplexer addressed by ``pointer`` drives ``o``. The bank is free when it is idle or
         its final bin leaves in this cycle.
         """
-        count_shape = self.out_layout["count"].shape
-        acc = [Signal(count_shape, name=f"acc_{b}") for b in range(self.bins)]
-        readout = Array(Signal(count_shape, name=f"readout_{b}", reset_less=True)
-                        for b in range(self.bins))
+        width = self.count_bits
+        acc = Signal(self.bins * width, name="acc")
+        readout = Signal(self.bins * width, name="readout", reset_less=True)
         fresh = Signal(init=1)        # acc holds nothing of the current reduction yet
-        busy = Signal()               # the readout bank holds a histogram not yet sent
         pointer = Signal(self.idx_bits)
         at_last_bin = Signal()
         final_beat = Signal()
@@ -256,28 +395,31 @@ class KllmIdxCounter(wiring.Component):
             final_beat.eq(source.valid & source.ready & at_last_bin),
             contrib.ready.eq(~busy | final_beat),
             source.valid.eq(busy),
-            source.payload.count.eq(readout[pointer]),
+            source.payload.count.eq(readout.word_select(pointer, width)),
             source.payload.last.eq(at_last_bin),
         ]
         end_of_reduction = contrib.valid & contrib.ready
 
-        # Named once: each sum feeds both banks, and Amaranth would otherwise emit it twice.
-        sums = [Signal(count_shape, name=f"sum_{b}") for b in range(self.bins)]
-        m.d.comb += [total.eq(Mux(fresh, 0, acc[b]) + contributions[b])
-                     for b, total in enumerate(sums)]
+        # Named once: the sums feed both banks, and Amaranth would otherwise emit them twice.
+        base = self._net(m, Mux(fresh, 0, acc), "acc_or_zero")
+        sums = self._sums(m, base, contributions)
         with m.If(front.ce):
-            m.d.sync += [a.eq(total) for a, total in zip(acc, sums)]
-            m.d.sync += fresh.eq(end_of_reduction)
+            m.d.sync += [acc.eq(sums), fresh.eq(end_of_reduction)]
 
         with m.If(source.valid & source.ready):
             m.d.sync += pointer.eq(pointer + 1)
         with m.If(end_of_reduction):
-            m.d.sync += [r.eq(total) for r, total in zip(readout, sums)]
-            m.d.sync += [busy.eq(1), pointer.eq(0)]
+            m.d.sync += [readout.eq(sums), busy.eq(1), pointer.eq(0)]
         with m.Elif(final_beat):
             m.d.sync += busy.eq(0)
 
-    def _pipelined_banks(self, m, front, contrib, contributions, source):
+    def _sums(self, m, acc, contributions):
+        """Every bin's ``acc + contribution`` modulo ``2**count_bits``, one packed signal."""
+        width = self.count_bits
+        return self._net(m, Cat(*((acc[b * width:(b + 1) * width] + contribution)[:width]
+                                  for b, contribution in enumerate(contributions))), "sum")
+
+    def _pipelined_banks(self, m, front, contrib, contributions, source, busy):
         """Accumulate and read out with the readout cut (``pipeline >= 1``).
 
         * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
@@ -293,11 +435,9 @@ class KllmIdxCounter(wiring.Component):
           while the buffer's output register is free or drains, and drops after a beat arrives
           while it is held).
         """
-        count_shape = self.out_layout["count"].shape
-        acc = [Signal(count_shape, name=f"acc_{b}") for b in range(self.bins)]
-        readout = [Signal(count_shape, name=f"readout_{b}", reset_less=True)
-                   for b in range(self.bins)]
-        busy = Signal()               # the readout bank holds a histogram not yet sent
+        width = self.count_bits
+        acc = Signal(self.bins * width, name="acc")
+        readout = Signal(self.bins * width, name="readout", reset_less=True)
         pointer = Signal(self.idx_bits)
         at_last_bin = Signal()        # readout[0] holds the final bin
         bank_free = Signal(init=1)    # == ~busy | (source.ready & at_last_bin)
@@ -308,7 +448,7 @@ class KllmIdxCounter(wiring.Component):
         m.d.comb += [
             contrib.ready.eq(bank_free),
             source.valid.eq(busy),
-            source.payload.count.eq(readout[0]),
+            source.payload.count.eq(readout[:width]),
             source.payload.last.eq(at_last_bin),
         ]
         end_of_reduction = contrib.valid & bank_free
@@ -341,14 +481,46 @@ class KllmIdxCounter(wiring.Component):
         with m.Elif(transfer):
             m.d.sync += pointer.eq(pointer + 1)
 
-        sums = [Signal(count_shape, name=f"sum_{b}") for b in range(self.bins)]
-        m.d.comb += [total.eq(acc[b] + contributions[b]) for b, total in enumerate(sums)]
+        sums = self._sums(m, acc, contributions)
         with m.If(front.ce):
-            m.d.sync += [a.eq(Mux(contrib.valid, 0, total)) for a, total in zip(acc, sums)]
+            m.d.sync += acc.eq(Mux(contrib.valid, 0, sums))
         # A `last` beat loads the bank (taking precedence over the shift: the bank is idle, or
         # its final bin leaves in this cycle).
         with m.If(bank_enable):
             with m.If(bank_load):
-                m.d.sync += [r.eq(total) for r, total in zip(readout, sums)]
+                m.d.sync += readout.eq(sums)
             with m.Else():
-                m.d.sync += [r.eq(after) for r, after in zip(readout, readout[1:])]
+                m.d.sync += readout.eq(readout[width:])
+
+    def _single_bank(self, m, front, contrib, contributions, source, busy):
+        """One bank (``banks=1``): the accumulators are read out themselves.
+
+        The `last` beat's sums stay in the accumulators, which then shift towards bin 0 (read
+        at ``o``, or at the skid buffer with the readout cut) one bin per transfer, zeros
+        entering at the top: after the final bin they hold zeros, the start of the next
+        reduction. While the bank is busy the whole front holds (``busy`` is its ``hold``),
+        so ``i.ready`` is low; it resumes in the cycle after the final bin leaves.
+        """
+        width = self.count_bits
+        acc = Signal(self.bins * width, name="acc")
+        pointer = Signal(self.idx_bits)
+        at_last_bin = Signal()        # acc[0] holds the final bin
+        transfer = source.valid & source.ready
+        end_of_reduction = contrib.valid & front.ce
+        m.d.comb += [
+            contrib.ready.eq(1),
+            source.valid.eq(busy),
+            source.payload.count.eq(acc[:width]),
+            source.payload.last.eq(at_last_bin),
+        ]
+        sums = self._sums(m, acc, contributions)
+        with m.If(front.ce):
+            m.d.sync += acc.eq(sums)
+        with m.Elif(transfer):
+            m.d.sync += acc.eq(acc[width:])
+        with m.If(end_of_reduction):
+            m.d.sync += [busy.eq(1), pointer.eq(0), at_last_bin.eq(0)]
+        with m.Elif(transfer):
+            m.d.sync += [pointer.eq(pointer + 1), at_last_bin.eq(pointer == self.bins - 2)]
+            with m.If(at_last_bin):
+                m.d.sync += busy.eq(0)

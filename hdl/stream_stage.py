@@ -113,6 +113,10 @@ class StallPipeline:
         (the others flow down the chain as bubbles, e.g. the inner beats of an accumulation).
     name : str
         Prefix of the valid-chain signals.
+    hold : Value, optional
+        While high, no stage advances (``ce`` low, so ``i.ready`` is low too), whatever the state
+        of ``o``: a unit stalls its whole front this way while a resource downstream of the
+        pipeline is busy (e.g. a single histogram bank being read out).
 
     Members
     -------
@@ -127,15 +131,16 @@ class StallPipeline:
         (equal to ``valid[k]`` without ``emit``). Use it to gate state updates (accumulators).
     """
 
-    def __init__(self, m, i, o, *, latency, emit=None, name="pipe"):
+    def __init__(self, m, i, o, *, latency, emit=None, name="pipe", hold=None):
         if latency < 1:
             raise ValueError(f"latency must be at least 1, not {latency!r}")
         self.m = m
         self.latency = latency
         self.ce = Signal(name=f"{name}_ce")
         self.load = i.valid & self.ce
+        advance = ~o.valid | o.ready
         m.d.comb += [
-            self.ce.eq(~o.valid | o.ready),
+            self.ce.eq(advance if hold is None else advance & ~hold),
             i.ready.eq(self.ce),
         ]
         self.beat = [Signal(name=f"{name}_beat{k}") for k in range(latency)]
