@@ -3,8 +3,10 @@
 ``python -m gen elaboration`` (``make elaboration``) builds every case of :data:`CASES` in its
 own Python process (one core, nothing cached between cases: Amaranth's import and the
 construction are in the time), converts it to Verilog with ``emit_src=False`` as ``make
-verilog`` does, and prints one line per case: seconds, the Verilog size, and whether it stays
-within ``--limit`` (default 30 s, the budget of the KLLM-scale issue). A case that runs past
+verilog`` does, and prints one line per case: seconds (wall), CPU seconds (the process and
+its Yosys child: the one-core time even when other jobs share the machine), the Verilog size,
+and whether the wall time stays within ``--limit`` (default 30 s, the budget of the KLLM-scale
+issue). A case that runs past
 ``--timeout`` is stopped and printed as such. It is a benchmark: it prints numbers and exits 0
 unless a case fails to build; no test asserts a time.
 
@@ -86,14 +88,17 @@ def cases(units=None):
 
 
 _CHILD = """
-import json, sys, time
+import json, resource, sys, time
 started = time.perf_counter()
 from amaranth.back import verilog
 from gen.registry import resolve_params
 unit, overrides = sys.argv[1], json.loads(sys.argv[2])
 spec, params = resolve_params(unit, None, overrides)
 text = verilog.convert(spec.build(params), name=unit, emit_src=False)
-print(json.dumps({"seconds": time.perf_counter() - started, "bytes": len(text)}))
+cpu = time.process_time()
+children = resource.getrusage(resource.RUSAGE_CHILDREN)   # Amaranth's Yosys (write_verilog)
+cpu += children.ru_utime + children.ru_stime
+print(json.dumps({"seconds": time.perf_counter() - started, "cpu": cpu, "bytes": len(text)}))
 """
 
 
@@ -127,7 +132,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     failed = over = 0
-    print(f"{'unit':<24} {'case':<52} {'seconds':>8} {'Verilog':>9}")
+    print(f"{'unit':<24} {'case':<52} {'seconds':>8} {'CPU s':>7} {'Verilog':>9}")
     for unit, label, overrides in cases(args.unit):
         result = measure(unit, overrides, args.timeout)
         if "error" in result:
@@ -141,7 +146,7 @@ def main(argv=None):
             continue
         mark = "" if result["seconds"] <= args.limit else f"  over {args.limit:g} s"
         over += bool(mark)
-        print(f"{unit:<24} {label:<52} {result['seconds']:>8.1f} "
+        print(f"{unit:<24} {label:<52} {result['seconds']:>8.1f} {result['cpu']:>7.1f} "
               f"{result['bytes'] / 1e6:>7.2f} MB{mark}", flush=True)
     print(f"{len(cases(args.unit))} cases, {over} over {args.limit:g} s, {failed} failed")
     return 1 if failed else 0

@@ -75,6 +75,13 @@ class KllmIdxCounter(wiring.Component):
         Longest reduction (counted indices) that must not overflow, >= 1 (default 4096). The
         counter width is derived from it (:func:`counter_bits`); more than
         ``MAX_COUNT_BITS`` bits is refused.
+    banks : int
+        Histogram banks, 1..2 (default 2). 2: the accumulators load a readout bank on a
+        ``last`` beat and the next reduction accumulates while the bank is read out. 1: no
+        readout bank; the accumulators themselves are read out (shifting towards bin 0, zeros
+        entering, so they are clear when the final bin leaves) and the input stalls
+        (``i.ready`` low) from the ``last`` beat until the cycle after the final bin leaves.
+        Outputs are bit-exact either way; 1 saves ``2**idx_bits x count_bits`` flip-flops.
     pipeline : int
         Register cuts, 0..3 (default 3, the depth that closes timing at 150 MHz on ECP5):
 
@@ -96,7 +103,19 @@ class KllmIdxCounter(wiring.Component):
           decode off the bit-counter path. Latency 5, as for 2.
 
         Every front stage loads at one clock enable (:class:`~hdl.stream_stage.StallPipeline`),
-        which holds only while a `last` beat waits for the readout bank.
+        which holds only while a `last` beat waits for the readout bank (with ``banks=1``:
+        while the bank is read out).
+
+    Construction (elaboration time, issue 15): the netlist is built from few, wide
+    operations. Per lane, its predecode lines are one vector (a one-hot shift per 4-bit chunk,
+    the mask shifted into the smallest chunk) and its one-hot "plane" over the bins one vector
+    (the chunk lines ANDed bin-block by bin-block). The first two levels of every bin's adder
+    tree (4-lane partial sums) are computed for all bins at once on bit planes: a 4:3 counter
+    of the lanes' planes in ``kk``; in ``ik`` the group's lanes with equal indices are first
+    merged as scalars (the first such lane carries their summed weight, the others 0), so
+    that bit k of every bin's partial sum is the OR of the planes of the lanes whose carried
+    weight has bit k set. Stage registers, accumulators and readout bank are packed signals.
+    The per-bin adder tree above the 4-lane groups, the cuts and the control are as before.
 
     Members
     -------
@@ -111,7 +130,10 @@ class KllmIdxCounter(wiring.Component):
         being valid on ``o``, with ``o.ready`` high and the readout bank free: 2, 4, 5, 5 for
         ``pipeline`` 0..3.
 
-    Latency and throughput: one beat (``n_inputs`` indices) per cycle at every depth. The first
+    Latency and throughput (``banks=2``): one beat (``n_inputs`` indices) per cycle at every
+    depth. With ``banks=1`` a reduction of B beats occupies the input for about
+    B + ``2**idx_bits`` cycles when reductions follow back to back (the readout no longer
+    overlaps; a few beats enter the front meanwhile). The first
     bin leaves ``latency`` cycles after the ``last`` beat is accepted; the readout takes
     ``2**idx_bits`` cycles and overlaps the next reduction, so reductions of at least
     ``2**idx_bits`` beats stream with no stall, and shorter ones keep the readout busy
@@ -124,6 +146,10 @@ class KllmIdxCounter(wiring.Component):
     TypeError, ValueError
         For a parameter of the wrong type, out of range, or an impossible combination.
     """
+
+    #: Build the decode, bit counters, accumulation and readout as submodules (same circuit;
+    #: for area studies only, elaboration is slower).
+    keep_blocks = False
 
     def __init__(self, *, n_inputs=16, idx_bits=8, mode="kk", weight_bits=None, max_len=4096,
                  banks=2, pipeline=DEFAULT_PIPELINE):
@@ -185,6 +211,17 @@ class KllmIdxCounter(wiring.Component):
                               hold=busy if self.banks == 1 else None)
         # Bubbles (i.valid low) enter with an all-zero mask.
         mask = Mux(self.i.valid, self.i.payload.mask, 0)
+        # The four blocks of the paper's counter. With `keep_blocks` (the area split of
+        # docs/units/kllm_idx_counter.md) they are submodules, synthesized with their hierarchy
+        # kept; the front's valid chain and clock enable stay at the top. Otherwise one module:
+        # ports of millions of bits between submodules cost Amaranth more time than the logic.
+        if self.keep_blocks:
+            m.submodules.decode = dec = Module()
+            m.submodules.bit_counters = btc = Module()
+            m.submodules.accumulation = accm = Module()
+            m.submodules.readout = rd = Module()
+        else:
+            dec = btc = accm = rd = m
 
         # The construction below works on whole vectors rather than single bits, so that the
         # netlist has few, wide operations (elaboration time; SPEC section 0 via issue 15):
@@ -203,21 +240,26 @@ class KllmIdxCounter(wiring.Component):
                 lo, lines = 0, []
                 for c, bits in enumerate(chunk_bits):
                     chunk = idx[lane * self.idx_bits + lo:lane * self.idx_bits + lo + bits]
-                    one = mask[lane] if c == smallest else Const(1, 1)
-                    lines.append((one << chunk)[:sizes[c]])
+                    # One comparator per line (the mask ANDed into the smallest chunk's), as
+                    # arith.predecode builds them: the form whose register Yosys maps without
+                    # a synchronous reset on the clock enable's path.
+                    decoded = Cat(*(chunk == k for k in range(sizes[c])))
+                    if c == smallest:
+                        decoded = decoded & mask[lane].replicate(sizes[c])
+                    lines.append(decoded)
                     lo += bits
                 lanes.append(Cat(*lines))
             return Cat(*lanes)
 
         idx_bits_in = self.i.payload.idx.as_value()
         if "decode" in cuts:
-            idx_bits_in = self._net(m, idx_bits_in, "beat_idx_in")
-            mask = self._net(m, mask, "beat_mask_in")
-            lines = front.stage(predecoded(idx_bits_in, mask), name="beat_lines")
+            idx_bits_in = self._net(dec, idx_bits_in, "beat_idx_in")
+            mask = self._net(dec, mask, "beat_mask_in")
+            lines = front.stage(predecoded(idx_bits_in, mask), name="beat_lines", m=dec)
         else:
-            idx = front.stage(idx_bits_in, name="beat_idx")
+            idx = front.stage(idx_bits_in, name="beat_idx", m=dec)
             lines = Signal(n * line_bits, name="beat_lines")
-            m.d.comb += lines.eq(predecoded(idx, front.stage(mask, name="beat_mask")))
+            dec.d.comb += lines.eq(predecoded(idx, front.stage(mask, name="beat_mask", m=dec)))
 
         # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
         # selects, built chunk by chunk from the least significant: the one-hot over the bins
@@ -230,21 +272,22 @@ class KllmIdxCounter(wiring.Component):
             for size in sizes[1:]:
                 term = Cat(*(Mux(lines[base + k], term, 0) for k in range(size)))
                 base += size
-            planes.append(self._net(m, term, f"plane_{lane}"))
+            planes.append(self._net(dec, term, f"plane_{lane}"))
 
         # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
         # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
         # bit j of the partial sum of every bin. Cut after them when asked ("partial").
         if self.mode == "kk":
-            groups = [self._sliced_count(m, planes[g:g + 4], f"g{g // 4}") for g in range(0, n, 4)]
+            groups = [self._sliced_count(btc, planes[g:g + 4], f"g{g // 4}")
+                      for g in range(0, n, 4)]
         else:
-            weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight")
-            groups = [self._weighted_planes(m, planes, lines, weights, range(g, min(g + 4, n)),
+            weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight", m=btc)
+            groups = [self._weighted_planes(btc, planes, lines, weights, range(g, min(g + 4, n)),
                                             sizes, f"g{g // 4}") for g in range(0, n, 4)]
         if "partial" in cuts:
             # One register per bit plane (`bins` bits): each bin's partial sums are then plain
             # bit selects of a signal.
-            groups = [[front.stage(p, name=f"partial_{g}_{j}") for j, p in enumerate(group)]
+            groups = [[front.stage(p, name=f"partial_{g}_{j}", m=btc) for j, p in enumerate(group)]
                       for g, group in enumerate(groups)]
 
         # Per bin: the adder tree over the groups' partial sums (levels 3 and up), then the cut
@@ -259,9 +302,9 @@ class KllmIdxCounter(wiring.Component):
         width = len(totals[0])
         packed = Cat(*totals)
         if "accumulate" in cuts:
-            packed = front.stage(packed, name="contribution")
+            packed = front.stage(packed, name="contribution", m=btc)
         else:
-            packed = self._net(m, packed, "contribution")
+            packed = self._net(btc, packed, "contribution")
         contributions = [packed[b * width:(b + 1) * width] for b in range(bins)]
         if self.mode == "ik":
             contributions = [value.as_signed() for value in contributions]
@@ -271,17 +314,17 @@ class KllmIdxCounter(wiring.Component):
         # single bank, while that bank is read out.
         if "readout" in cuts:
             source = stream.Signature(self.out_layout).create(path=("readout",))
-            m.submodules.readout_buffer = buffer = SkidBuffer(self.out_layout)
-            wiring.connect(m, source, buffer.i)
-            wiring.connect(m, buffer.o, wiring.flipped(self.o))
+            rd.submodules.readout_buffer = buffer = SkidBuffer(self.out_layout)
+            wiring.connect(rd, source, buffer.i)
+            wiring.connect(rd, buffer.o, wiring.flipped(self.o))
         else:
             source = self.o
         if self.banks == 1:
-            self._single_bank(m, front, contrib, contributions, source, busy)
+            self._single_bank(rd, accm, front, contrib, contributions, source, busy)
         elif "readout" in cuts:
-            self._pipelined_banks(m, front, contrib, contributions, source, busy)
+            self._pipelined_banks(rd, accm, front, contrib, contributions, source, busy)
         else:
-            self._direct_banks(m, front, contrib, contributions, source, busy)
+            self._direct_banks(rd, accm, front, contrib, contributions, source, busy)
         return m
 
     @staticmethod
@@ -375,7 +418,7 @@ class KllmIdxCounter(wiring.Component):
                 carry = net(m, Mux(t, carry, a[k]), f"{name}_c{k}")
         return out
 
-    def _direct_banks(self, m, front, contrib, contributions, source, busy):
+    def _direct_banks(self, m, ma, front, contrib, contributions, source, busy):
         """Accumulate and read out without cuts (``pipeline=0``, the lowest latency).
 
         ``sum = (fresh ? 0 : acc) + contribution`` loads the accumulators at every front clock
@@ -401,10 +444,10 @@ class KllmIdxCounter(wiring.Component):
         end_of_reduction = contrib.valid & contrib.ready
 
         # Named once: the sums feed both banks, and Amaranth would otherwise emit them twice.
-        base = self._net(m, Mux(fresh, 0, acc), "acc_or_zero")
-        sums = self._sums(m, base, contributions)
-        with m.If(front.ce):
-            m.d.sync += [acc.eq(sums), fresh.eq(end_of_reduction)]
+        base = self._net(ma, Mux(fresh, 0, acc), "acc_or_zero")
+        sums = self._sums(ma, base, contributions)
+        with ma.If(front.ce):
+            ma.d.sync += [acc.eq(sums), fresh.eq(end_of_reduction)]
 
         with m.If(source.valid & source.ready):
             m.d.sync += pointer.eq(pointer + 1)
@@ -419,7 +462,7 @@ class KllmIdxCounter(wiring.Component):
         return self._net(m, Cat(*((acc[b * width:(b + 1) * width] + contribution)[:width]
                                   for b, contribution in enumerate(contributions))), "sum")
 
-    def _pipelined_banks(self, m, front, contrib, contributions, source, busy):
+    def _pipelined_banks(self, m, ma, front, contrib, contributions, source, busy):
         """Accumulate and read out with the readout cut (``pipeline >= 1``).
 
         * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
@@ -464,8 +507,10 @@ class KllmIdxCounter(wiring.Component):
                                 Mux(transfer, pointer == self.bins - 2, at_last_bin))),
             # The skid buffer's i.ready in the next cycle.
             ready_next.eq(~self.o.valid | self.o.ready | (source.ready & ~transfer)),
-            # contrib.valid in the next cycle (the front's valid chain).
-            last_beat_next.eq(Mux(front.ce, front.valid[-2], contrib.valid)),
+            # contrib.valid in the next cycle (the front's valid chain): it advances unless the
+            # `last` beat at its end waits (written without `front.ce`, a net of high fan-out,
+            # so that this is one LUT of flip-flops).
+            last_beat_next.eq(front.valid[-2] | (contrib.valid & ~bank_free)),
         ]
         free_next = ~busy_next | (ready_next & at_last_next)
         load_next = last_beat_next & free_next
@@ -481,9 +526,9 @@ class KllmIdxCounter(wiring.Component):
         with m.Elif(transfer):
             m.d.sync += pointer.eq(pointer + 1)
 
-        sums = self._sums(m, acc, contributions)
-        with m.If(front.ce):
-            m.d.sync += acc.eq(Mux(contrib.valid, 0, sums))
+        sums = self._sums(ma, acc, contributions)
+        with ma.If(front.ce):
+            ma.d.sync += acc.eq(Mux(contrib.valid, 0, sums))
         # A `last` beat loads the bank (taking precedence over the shift: the bank is idle, or
         # its final bin leaves in this cycle).
         with m.If(bank_enable):
@@ -492,7 +537,7 @@ class KllmIdxCounter(wiring.Component):
             with m.Else():
                 m.d.sync += readout.eq(readout[width:])
 
-    def _single_bank(self, m, front, contrib, contributions, source, busy):
+    def _single_bank(self, m, ma, front, contrib, contributions, source, busy):
         """One bank (``banks=1``): the accumulators are read out themselves.
 
         The `last` beat's sums stay in the accumulators, which then shift towards bin 0 (read
@@ -513,11 +558,11 @@ class KllmIdxCounter(wiring.Component):
             source.payload.count.eq(acc[:width]),
             source.payload.last.eq(at_last_bin),
         ]
-        sums = self._sums(m, acc, contributions)
-        with m.If(front.ce):
-            m.d.sync += acc.eq(sums)
-        with m.Elif(transfer):
-            m.d.sync += acc.eq(acc[width:])
+        sums = self._sums(ma, acc, contributions)
+        with ma.If(front.ce):
+            ma.d.sync += acc.eq(sums)
+        with ma.Elif(transfer):
+            ma.d.sync += acc.eq(acc[width:])
         with m.If(end_of_reduction):
             m.d.sync += [busy.eq(1), pointer.eq(0), at_last_bin.eq(0)]
         with m.Elif(transfer):

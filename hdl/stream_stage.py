@@ -159,18 +159,20 @@ class StallPipeline:
         m.d.comb += o.valid.eq(self.valid[-1])
         self._count = 0
 
-    def stage(self, value, *, name=None, enable=True):
+    def stage(self, value, *, name=None, enable=True, m=None):
         """Return ``value`` registered at ``ce`` (a ``reset_less`` Signal of its shape).
 
         With ``enable=False`` return ``value`` unchanged: a unit's ``pipeline`` parameter turns
-        its optional cuts on and off this way without two code paths.
+        its optional cuts on and off this way without two code paths. ``m`` places the register
+        in another module (a submodule of the pipeline's, e.g. to keep a block's hierarchy).
         """
         if not enable:
             return value
+        m = self.m if m is None else m
         self._count += 1
         register = Signal.like(value, name=name or f"stage_{self._count}", reset_less=True)
-        with self.m.If(self.ce):
-            self.m.d.sync += register.eq(value)
+        with m.If(self.ce):
+            m.d.sync += register.eq(value)
         return register
 
     def delay(self, value, cycles, *, name=None):

@@ -150,8 +150,8 @@ MUTANT_PARAMS = {"n_inputs": 5, "idx_bits": 3, "max_len": 20}
 
 
 def _ignore_lane0_mask(text):
-    """Lane 0 counts even when masked: the mask bit shifted into its predecode lines is 1."""
-    return edit_site(text, r"beat_mask_in\[0\] <<", "1'h1 <<")
+    """Lane 0 counts even when masked: the mask bit ANDed into its 8 predecode lines is 1."""
+    return edit_site(text, r"& \{\s*(?:beat_mask_in\[0\],\s*)+beat_mask_in\[0\]\s*\}", "& 8'hff")
 
 
 def _readout_one_bin_short(text):
