@@ -107,12 +107,12 @@ class KllmIdxCounter(wiring.Component):
         while the bank is read out).
 
     Construction (elaboration time, issue 15): the netlist is built from few, wide
-    operations. Per lane, its predecode lines are one vector (a one-hot shift per 4-bit chunk,
-    the mask shifted into the smallest chunk) and its one-hot "plane" over the bins one vector
-    (the chunk lines ANDed bin-block by bin-block). The first two levels of every bin's adder
-    tree (4-lane partial sums) are computed for all bins at once on bit planes: a 4:3 counter
-    of the lanes' planes in ``kk``; in ``ik`` the group's lanes with equal indices are first
-    merged as scalars (the first such lane carries their summed weight, the others 0), so
+    operations. Per lane, its predecode lines are one vector (the comparators of each 4-bit
+    chunk, the mask ANDed into the smallest chunk's) and its one-hot "plane" over the bins
+    one vector (the chunk lines ANDed bin-block by bin-block). The first two levels of every
+    bin's adder tree (4-lane partial sums) are computed for all bins at once on bit planes: a
+    4:3 counter of the lanes' planes in ``kk``; in ``ik`` the group's lanes with equal indices
+    are first merged as scalars (the first such lane carries their summed weight, the others 0), so
     that bit k of every bin's partial sum is the OR of the planes of the lanes whose carried
     weight has bit k set. Stage registers, accumulators and readout bank are packed signals.
     The per-bin adder tree above the 4-lane groups, the cuts and the control are as before.
