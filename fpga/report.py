@@ -110,12 +110,11 @@ class ReportRow:
 
     @property
     def label(self) -> str:
-        """Unique, path-safe row name: ``unit``, ``unit@config`` or ``unit@k=v,...``."""
-        if self.config:
-            return f"{self.unit}@{self.config}"
-        if self.overrides:
-            return f"{self.unit}@" + ",".join(f"{key}={value}" for key, value in self.overrides)
-        return self.unit
+        """Unique, path-safe row name: ``unit``, ``unit@config``, ``unit@k=v,...`` or
+        ``unit@config,k=v,...``."""
+        parts = ([self.config] if self.config else []) + [
+            f"{key}={value}" for key, value in self.overrides]
+        return f"{self.unit}@" + ",".join(parts) if parts else self.unit
 
 
 REPORT_ROWS: tuple[ReportRow, ...] = (

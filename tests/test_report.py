@@ -42,6 +42,11 @@ def work_dir():
 def test_every_row_is_a_registered_paper_configuration():
     for row in REPORT_ROWS:
         assert row.config in UNITS[row.unit].configs, row
+    # Unique before report_rows() drops repeats: a row that shares its label with another is
+    # silently lost (a configuration row with overrides once lost its overrides in the label).
+    labels = [row.label for row in REPORT_ROWS]
+    assert len(labels) == len(set(labels)), labels
+    assert "orizuru@kllm-16,structure=unrolled" in labels
     labels = [row.label for row in report_rows()]
     assert len(labels) == len(set(labels))
     # Every registered unit is reported, directly or as a baseline.
