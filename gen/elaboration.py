@@ -90,11 +90,11 @@ def cases(units=None):
 _CHILD = """
 import json, resource, sys, time
 started = time.perf_counter()
-from amaranth.back import verilog
 from gen.registry import resolve_params
+from gen.verilog import convert
 unit, overrides = sys.argv[1], json.loads(sys.argv[2])
 spec, params = resolve_params(unit, None, overrides)
-text = verilog.convert(spec.build(params), name=unit, emit_src=False)
+text = convert(spec.build(params), unit)
 cpu = time.process_time()
 children = resource.getrusage(resource.RUSAGE_CHILDREN)   # Amaranth's Yosys (write_verilog)
 cpu += children.ru_utime + children.ru_stime

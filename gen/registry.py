@@ -70,8 +70,8 @@ def _accllm_products(params):
 
 def _orizuru_cycles(params):
     """Cycles per vector of ``orizuru`` back to back (see :func:`hdl.orizuru.cycles_per_vector`)."""
-    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
-    structure = params.get("structure", "tree")
+    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector, resolve_structure
+    structure = resolve_structure(params["n"], params.get("structure"))
     pipeline = params["pipeline"]
     if pipeline is None:
         pipeline = DEFAULT_PIPELINES[structure]
@@ -123,12 +123,14 @@ UNITS = {
         UnitSpec(
             name="orizuru",
             factory="hdl.orizuru:Orizuru",
-            # pipeline None: the structure's own timing-closing depth (tree 1, unrolled 3).
-            defaults={"n": 16, "k": 2, "width": 16, "structure": "tree", "pipeline": None},
+            # structure None: "tree" up to n = 1024, "units" (16-input units) above; pipeline
+            # None: the structure's own timing-closing depth (tree 2, unrolled 3, units 2).
+            defaults={"n": 16, "k": 2, "width": 16, "structure": None, "pipeline": None},
             configs={
-                # KLLM Table I: 16-input Orizuru units; 1% outliers of a 4096-wide token would be
-                # k = 21 per side on n = 4096, beyond n <= 1024 implemented so far.
+                # KLLM Table I: 16-input Orizuru units; the 0.5 % largest and smallest of a
+                # 4096-wide token (20 per side) from 273 of them (16^2 + 16 + 1).
                 "kllm-16": {"n": 16, "k": 2},
+                "kllm-4096": {"n": 4096, "k": 20},
             },
             testbench="verif.tb_orizuru",
             summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",

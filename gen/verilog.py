@@ -10,7 +10,7 @@ from amaranth.lib import data, wiring
 
 from .registry import resolve_params
 
-__all__ = ["generate", "layout_description", "port_description", "wrap_long_lines"]
+__all__ = ["convert", "generate", "layout_description", "port_description", "wrap_long_lines"]
 
 #: Longest generated Verilog line. Yosys writes a concatenation on one line; Verilator refuses
 #: lines of more than 40,000 preprocessor tokens (``kllm_concat`` with 4096 lanes has 8192).
@@ -73,6 +73,20 @@ def signal_description(component):
     return signals
 
 
+def convert(component, name):
+    """Verilog text of ``component`` as module ``name`` (``emit_src=False``), followed by the
+    modules of its shared units (:class:`hdl.shared_modules.SharedModules`, a component's
+    ``shared_modules``), each converted once however many times it is instantiated."""
+    shared = getattr(component, "shared_modules", None)
+    if shared is not None:
+        shared.emit = True
+    texts = [verilog.convert(component, name=name, emit_src=False)]
+    if shared is not None:
+        texts += [verilog.convert(module, name=module_name, emit_src=False)
+                  for module_name, module in sorted(shared.modules.items())]
+    return wrap_long_lines("".join(texts))
+
+
 def generate(unit, params=None, out_dir="build/verilog", *, config=None):
     """Write ``<out_dir>/<unit>.v`` and ``<out_dir>/<unit>.json``; return the Verilog path.
 
@@ -81,7 +95,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
     """
     spec, resolved = resolve_params(unit, config, params)
     component = spec.build(resolved)
-    text = wrap_long_lines(verilog.convert(component, name=unit, emit_src=False))
+    text = convert(component, unit)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog_path = out_dir / f"{unit}.v"
@@ -101,6 +115,10 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
         # and the area targets it can be synthesized for (None: all).
         "primitives": list(getattr(component, "primitives", ())),
+        # Modules emitted once and instantiated many times (hdl.shared_modules): simulators
+        # keep them as modules instead of inlining every instance.
+        "shared_modules": sorted(getattr(getattr(component, "shared_modules", None),
+                                         "modules", {})),
         "synth_targets": _optional_list(getattr(component, "synth_targets", None)),
         "amaranth": amaranth.__version__,
     }

@@ -64,7 +64,10 @@ __all__ = [
 ]
 
 MIN_N = 2
-MAX_N = 1024
+MAX_N = 4096
+#: SPEC 3: k is at most this when n > 1024 (KLLM's 0.5 % of 4096 is 20.48 per side).
+MAX_WIDE_K = 64
+_MAX_FLAT_N = 1024
 
 _SIGN = 0x8000
 _KEY_MASK = 0xFFFF
@@ -112,6 +115,11 @@ def _check_n(n, what):
     if not (MIN_N <= n <= MAX_N and n & (n - 1) == 0):
         raise ValueError(f"{what} must be a power of two in {MIN_N}..{MAX_N}, not {n}")
     return n
+
+
+def _max_k(n):
+    """The largest k for vectors of length n (SPEC 3)."""
+    return n if n <= _MAX_FLAT_N else min(n, MAX_WIDE_K)
 
 
 def _check_bits(name, values):
@@ -169,9 +177,9 @@ def comparison_count(n, k):
     Parameters
     ----------
     n : int
-        Vector length, a power of two in 2..1024.
+        Vector length, a power of two in 2..4096.
     k : int
-        Elements popped per tree, 1..n.
+        Elements popped per tree, 1..n (at most 64 when n > 1024).
 
     Returns
     -------
@@ -184,7 +192,7 @@ def comparison_count(n, k):
     """
     n = _check_int("n", n, MIN_N, MAX_N)
     _check_n(n, "n")
-    k = _check_int("k", k, 1, n)
+    k = _check_int("k", k, 1, _max_k(n))
     return (n - 1) + (n // 2 - 1) + 2 * k * (n.bit_length() - 1)
 
 
@@ -313,9 +321,9 @@ def orizuru(x, k):
     Parameters
     ----------
     x : array_like of int, shape (n,)
-        Binary16 bit patterns 0..0xFFFF; n a power of two in 2..1024.
+        Binary16 bit patterns 0..0xFFFF; n a power of two in 2..4096.
     k : int
-        Elements popped per tree, 1..n.
+        Elements popped per tree, 1..n (at most 64 when n > 1024).
 
     Returns
     -------
@@ -328,14 +336,14 @@ def orizuru(x, k):
     TypeError
         If ``x`` does not hold integers or ``k`` is not an integer.
     ValueError
-        If ``x`` is not 1-D, its length is not a power of two in 2..1024, a value is outside
-        0..0xFFFF, or ``k`` is outside 1..n.
+        If ``x`` is not 1-D, its length is not a power of two in 2..4096, a value is outside
+        0..0xFFFF, or ``k`` is outside 1..n (1..64 when n > 1024).
     """
     x = _check_bits("x", x)
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D (n,), not of shape {x.shape}")
     n = _check_n(x.shape[0], "the length n of x")
-    k = _check_int("k", k, 1, n)
+    k = _check_int("k", k, 1, _max_k(n))
     max_lanes, min_lanes, mask, comparisons = _run(x[None, :], k)
     return OrizuruResult(
         max_index=max_lanes[0], max_value=x[max_lanes[0]],
@@ -352,10 +360,10 @@ def orizuru_beats(xs, k):
     Parameters
     ----------
     xs : array_like of int, shape (vectors, n)
-        Binary16 bit patterns 0..0xFFFF, one vector per row; n a power of two in 2..1024.
+        Binary16 bit patterns 0..0xFFFF, one vector per row; n a power of two in 2..4096.
         ``vectors`` may be 0 (an empty stream).
     k : int
-        Elements popped per tree, 1..n.
+        Elements popped per tree, 1..n (at most 64 when n > 1024).
 
     Returns
     -------
@@ -369,14 +377,14 @@ def orizuru_beats(xs, k):
     TypeError
         If ``xs`` does not hold integers or ``k`` is not an integer.
     ValueError
-        If ``xs`` is not 2-D, its row length is not a power of two in 2..1024, a value is
-        outside 0..0xFFFF, or ``k`` is outside 1..n.
+        If ``xs`` is not 2-D, its row length is not a power of two in 2..4096, a value is
+        outside 0..0xFFFF, or ``k`` is outside 1..n (1..64 when n > 1024).
     """
     xs = _check_bits("xs", xs)
     if xs.ndim != 2:
         raise ValueError(f"xs must be 2-D (vectors, n), not of shape {xs.shape}")
     n = _check_n(xs.shape[1], "the row length n of xs")
-    k = _check_int("k", k, 1, n)
+    k = _check_int("k", k, 1, _max_k(n))
     vectors = xs.shape[0]
     max_lanes, min_lanes, mask, _ = _run(xs, k)
     rows = np.arange(vectors)[:, None]

@@ -9,7 +9,9 @@ from amaranth.lib.wiring import In, Out
 from .arith import one_hot_decode
 from .fp16 import Fp16TotalOrderCompare, total_order_key, total_order_value
 from .lanes import split_lanes
+from .orizuru_units import elaborate_units, units_cycles_per_vector, units_latency
 from .params import check_choice, check_int
+from .shared_modules import SharedModules
 from .stream_stage import StallPipeline, check_pipeline
 
 __all__ = ["Orizuru", "OrizuruScan", "cycles_per_vector"]
@@ -35,13 +37,29 @@ PIPELINE_CUTS = {
     3: _Cuts(levels=1, siblings=True),
 }
 UNROLLED_MAX_PIPELINE = max(PIPELINE_CUTS)
-#: Largest ``n`` (SPEC 3 allows 4096, built from 16-input units: not yet implemented).
-MAX_N = 1024
-STRUCTURES = ("tree", "unrolled", "scan")
+#: Largest ``n`` (SPEC 3), built from 16-input units above :data:`MAX_FLAT_N`.
+MAX_N = 4096
+#: Largest ``n`` of the structures that are one pair of trees (or one scan).
+MAX_FLAT_N = 1024
+#: Largest ``k`` when ``n`` > :data:`MAX_FLAT_N` (SPEC 3).
+MAX_WIDE_K = 64
+#: Values per input beat: a vector of n > 1024 arrives as n / 1024 beats (SPEC 3; Amaranth
+#: caps a design's input ports at 65,535 bits, one short of 4096 x 16).
+MAX_BEAT_LANES = 1024
+STRUCTURES = ("tree", "unrolled", "scan", "units")
 #: ``pipeline`` range (0..max) of each structure.
-MAX_PIPELINES = {"tree": 2, "unrolled": UNROLLED_MAX_PIPELINE, "scan": UNROLLED_MAX_PIPELINE}
+MAX_PIPELINES = {"tree": 2, "unrolled": UNROLLED_MAX_PIPELINE, "scan": UNROLLED_MAX_PIPELINE,
+                 "units": 2}
 #: The depth of each structure that closes timing on ECP5 at n = 16 (docs/units/orizuru.md).
-DEFAULT_PIPELINES = {"tree": 2, "unrolled": 3, "scan": 3}
+DEFAULT_PIPELINES = {"tree": 2, "unrolled": 3, "scan": 3, "units": 2}
+
+
+def resolve_structure(n, structure):
+    """The structure ``structure=None`` stands for: ``"tree"`` up to n = 1024, ``"units"``
+    (the composition of 16-input units) above."""
+    if structure is None:
+        return "tree" if n <= MAX_FLAT_N else "units"
+    return structure
 
 
 def cycles_per_vector(n, k, structure, pipeline):
@@ -51,8 +69,11 @@ def cycles_per_vector(n, k, structure, pipeline):
     takes 1 + (k - 1) * I cycles per vector, I = log2(n) + ``pipeline`` cycles from one pop
     to the next (the path maintenance); the initialisation of the next vector (accepted the
     cycle after the previous handover, log2(n) steps, then its handover) runs meanwhile and
-    bounds it below by log2(n) + 2.
+    bounds it below by log2(n) + 2. ``"units"``:
+    :func:`hdl.orizuru_units.units_cycles_per_vector`.
     """
+    if structure == "units":
+        return units_cycles_per_vector(n, k, pipeline, beats=max(1, n // MAX_BEAT_LANES))
     if structure != "tree":
         return k
     levels = n.bit_length() - 1
@@ -299,23 +320,37 @@ class Orizuru(wiring.Component):
         If a parameter is outside its range.
     """
 
-    def __init__(self, *, n=16, k=2, width=16, structure="tree", pipeline=None):
+    def __init__(self, *, n=16, k=2, width=16, structure=None, pipeline=None):
         self.n = check_int("n", n, min_value=2, max_value=MAX_N)
         if self.n & (self.n - 1):
             raise ValueError(f"n must be a power of two in 2..{MAX_N}, not {self.n}")
-        self.k = check_int("k", k, min_value=1, max_value=self.n)
+        self.k = check_int("k", k, min_value=1,
+                           max_value=self.n if self.n <= MAX_FLAT_N else MAX_WIDE_K)
         self.width = check_int("width", width, min_value=16, max_value=16)
-        self.structure = check_choice("structure", structure, STRUCTURES)
+        if structure is not None:
+            check_choice("structure", structure, STRUCTURES)
+        self.structure = resolve_structure(self.n, structure)
+        if self.structure != "units" and self.n > MAX_FLAT_N:
+            raise ValueError(
+                f"n must be in range 2..{MAX_FLAT_N} for structure={self.structure!r}, not "
+                f"{self.n} (larger n is built from 16-input units: structure='units', the "
+                f"default above {MAX_FLAT_N})")
         if pipeline is None:
             pipeline = DEFAULT_PIPELINES[self.structure]
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINES[self.structure])
+        #: The units of ``structure="units"`` emitted once as Verilog modules (``gen.verilog``).
+        self.shared_modules = SharedModules()
         self.levels = self.n.bit_length() - 1
         #: Cycles from a vector's transfer on ``i`` to its first beat being valid on ``o``.
         self.latency = self._stage_count()
         #: Cycles per vector with vectors offered back to back and ``o.ready`` high.
         self.cycles_per_vector = cycles_per_vector(self.n, self.k, self.structure, self.pipeline)
         index = unsigned(self.levels)
-        self.in_layout = data.StructLayout({"x": data.ArrayLayout(16, self.n)})
+        #: Values per input beat, and beats per vector (lane j of beat b is element
+        #: ``lanes * b + j``).
+        self.lanes = min(self.n, MAX_BEAT_LANES)
+        self.beats_per_vector = self.n // self.lanes
+        self.in_layout = data.StructLayout({"x": data.ArrayLayout(16, self.lanes)})
         self.out_layout = data.StructLayout({
             "max_index": index, "max_value": 16, "min_index": index, "min_value": 16,
             "last": 1, "mask": self.n,
@@ -327,6 +362,8 @@ class Orizuru(wiring.Component):
 
     def _stage_count(self):
         """Latency of the chosen circuit (see the class docstring)."""
+        if self.structure == "units":
+            return units_latency(self.n, self.pipeline)
         if self.structure == "tree":
             return self.levels + 2
         if self.pipeline == 0:
@@ -345,7 +382,9 @@ class Orizuru(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        if self.structure == "tree":
+        if self.structure == "units":
+            elaborate_units(self, m)
+        elif self.structure == "tree":
             self._elaborate_tree(m)
         elif self.pipeline == 0:
             self._elaborate_loop(m)

@@ -10,17 +10,25 @@ from amaranth.sim import Simulator
 from golden.orizuru import orizuru_beats, total_order_key
 from hdl.fp16 import Fp16TotalOrderCompare
 from hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
+from hdl.orizuru_units import settle_cycles, unit_levels
 from verif.runner import BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
-    ({"n": 1}, ValueError, r"n must be in range 2\.\.1024, not 1"),
-    ({"n": 2048}, ValueError, r"n must be in range 2\.\.1024, not 2048"),
-    ({"n": 12}, ValueError, r"n must be a power of two in 2\.\.1024, not 12"),
+    ({"n": 1}, ValueError, r"n must be in range 2\.\.4096, not 1"),
+    ({"n": 8192}, ValueError, r"n must be in range 2\.\.4096, not 8192"),
+    ({"n": 2048, "structure": "tree"}, ValueError,
+     r"n must be in range 2\.\.1024 for structure='tree', not 2048 .*structure='units'"),
+    ({"n": 2048, "structure": "unrolled"}, ValueError,
+     r"n must be in range 2\.\.1024 for structure='unrolled'"),
+    ({"n": 2048, "k": 65}, ValueError, r"k must be in range 1\.\.64, not 65"),
+    ({"n": 12}, ValueError, r"n must be a power of two in 2\.\.4096, not 12"),
     ({"k": 0}, ValueError, r"k must be in range 1\.\.16, not 0"),
     ({"n": 8, "k": 9}, ValueError, r"k must be in range 1\.\.8, not 9"),
     ({"width": 32}, ValueError, r"width must be in range 16\.\.16, not 32"),
-    ({"structure": "heap"}, ValueError, r"structure must be one of 'tree', 'unrolled', 'scan'"),
+    ({"structure": "heap"}, ValueError,
+     r"structure must be one of 'tree', 'unrolled', 'scan', 'units'"),
+    ({"structure": "units", "pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
     ({"n": 16.0}, TypeError, r"n must be an integer, not 16\.0"),
     ({"pipeline": 3}, ValueError, r"pipeline must be in range 0\.\.2, not 3"),
     ({"structure": "unrolled", "pipeline": 4}, ValueError,
@@ -124,11 +132,14 @@ def _simulate(dut, xs, rng, valid_probability, ready_probability):
 
 # pipeline=0 and the default run in the cocotb benches below as well.
 SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 5), (32, 3)]
+#: The composition of 16-input units: one level, two (a merge unit of 2 and of 16), and three
+#: levels of units (leaf units of 2 under two levels of 16-input merge units).
+UNITS_SIM_CONFIGS = [(16, 5), (32, 7), (256, 20), (512, 3), (64, 64)]
 
 
 #: (structure, pipeline) of every circuit; pipeline=0 and the defaults also run in the cocotb
 #: benches below.
-DEPTHS = ([("tree", p) for p in range(MAX_PIPELINES["tree"] + 1)]
+DEPTHS = ([(s, p) for s in ("tree", "units") for p in range(MAX_PIPELINES[s] + 1)]
           + [(s, p) for s in ("unrolled", "scan") for p in range(MAX_PIPELINES[s] + 1)])
 
 
@@ -136,7 +147,7 @@ DEPTHS = ([("tree", p) for p in range(MAX_PIPELINES["tree"] + 1)]
                                                 and d != ("scan", 0)])
 def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
     rng = np.random.default_rng([pipeline, DEPTHS.index((structure, pipeline))])
-    for n, k in SIM_CONFIGS:
+    for n, k in (UNITS_SIM_CONFIGS if structure == "units" else SIM_CONFIGS):
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 12, rng)
         beats, _ = _simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
@@ -148,14 +159,25 @@ def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
 @pytest.mark.parametrize("structure,pipeline", DEPTHS)
 def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline):
     rng = np.random.default_rng(3)
-    for n, k in [(16, 2), (8, 3), (4, 1)]:
+    shapes = [(16, 2), (8, 3), (4, 1)] + ([(64, 3), (32, 2)] if structure == "units" else [])
+    for n, k in shapes:
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 16, rng)
         beats, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
         assert cycles["o"][0] - cycles["i"][0] == dut.latency
         firsts = cycles["o"][::k]
         assert np.diff(firsts).tolist() == [dut.cycles_per_vector] * (len(xs) - 1), (n, k)
-        if structure != "tree":
+        if structure == "units":
+            # A pop every S + 2 cycles (the top unit's settling, the pending cycle and the
+            # refill; S + 1 when one leaf unit is the whole composition), the next vector
+            # accepted the cycle after the last beat.
+            levels = unit_levels(n)
+            gap = settle_cycles(levels[-1], pipeline) + (2 if len(levels) > 1 else 1)
+            within = [b - a for a, b in zip(cycles["o"], cycles["o"][1:])]
+            for j, step in enumerate(within):
+                assert step == (gap if (j + 1) % k else dut.latency + 1), (n, k, j)
+            assert dut.cycles_per_vector == dut.latency + (k - 1) * gap + 1
+        elif structure != "tree":
             # One beat per cycle from the first to the last: k cycles per vector back to back.
             assert dut.cycles_per_vector == k
             assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
@@ -176,6 +198,10 @@ def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline
     ("unrolled", 16, 2, 3, 7), ("scan", 16, 2, 3, 8), ("scan", 16, 2, 2, 4),
     ("unrolled", 16, 4, 3, 15), ("unrolled", 16, 1, 3, 4), ("unrolled", 2, 2, 3, 1),
     ("unrolled", 2, 2, 1, 1), ("unrolled", 1024, 2, 3, 19), ("scan", 1024, 2, 3, 20),
+    # Units: every level settles (S cycles: its register cuts), the next loads a cycle later.
+    ("units", 16, 2, 2, 5), ("units", 16, 2, 0, 2), ("units", 32, 2, 2, 7),
+    ("units", 2048, 20, 2, 14), ("units", 4096, 20, 2, 15), ("units", 4096, 20, 1, 9),
+    ("units", 4096, 20, 0, 6),
 ])
 def test_latency_attribute(structure, n, k, pipeline, latency):
     assert Orizuru(n=n, k=k, structure=structure, pipeline=pipeline).latency == latency
@@ -191,8 +217,30 @@ def test_tree_cycles_per_vector(n, k, pipeline, cycles):
     assert Orizuru(n=n, k=k, pipeline=pipeline).cycles_per_vector == cycles
 
 
+@pytest.mark.parametrize("n,k,pipeline,cycles", [
+    # latency + (k - 1) pop periods + the input beats of the next vector (n / 1024 above 1024).
+    (4096, 20, 2, 15 + 19 * 6 + 4), (2048, 64, 1, 9 + 63 * 4 + 2), (16, 2, 2, 5 + 5 + 1),
+    (32, 3, 0, 4 + 2 * 3 + 1),
+])
+def test_units_cycles_per_vector(n, k, pipeline, cycles):
+    assert cycles_per_vector(n, k, "units", pipeline) == cycles
+    assert Orizuru(n=n, k=k, structure="units", pipeline=pipeline).cycles_per_vector == cycles
+
+
+def test_unit_levels_put_the_remainder_at_the_leaves():
+    # A parent never settles faster than its children, so the prefetch stays ahead.
+    assert unit_levels(4096) == [4, 4, 4]
+    assert unit_levels(2048) == [3, 4, 4]
+    assert unit_levels(32) == [1, 4]
+    assert unit_levels(16) == [4]
+    assert unit_levels(2) == [1]
+
+
 def test_default_depth_and_baseline_defaults():
     assert Orizuru().structure == "tree"
+    assert Orizuru(n=2048).structure == Orizuru(n=4096, k=20).structure == "units"
+    assert Orizuru(n=4096, k=20).beats_per_vector == 4
+    assert Orizuru(n=1024).beats_per_vector == 1
     assert Orizuru().pipeline == DEFAULT_PIPELINES["tree"] == 2
     assert Orizuru(structure="unrolled").pipeline == OrizuruScan().pipeline == 3
     assert OrizuruScan(pipeline=0).latency == 1
@@ -212,6 +260,16 @@ BENCH_CONFIGS = [
                  id="unrolled-n16-k2-pipeline0"),
     pytest.param("orizuru", {"structure": "unrolled", "n": 64, "k": 4}, 300,
                  id="unrolled-n64-k4"),
+    # The composition of 16-input units: one leaf unit, at the default and the lowest depth;
+    # 16 units under a 16-input merge unit; leaf units of 4 exhausted (k = n); and KLLM's
+    # 273 units at n = 4096, k = 20 (four input beats per vector).
+    pytest.param("orizuru", {"structure": "units"}, 1000, id="units-n16-k2"),
+    pytest.param("orizuru", {"structure": "units", "pipeline": 0}, 500,
+                 id="units-n16-k2-pipeline0"),
+    pytest.param("orizuru", {"structure": "units", "n": 256, "k": 20}, 300, id="units-n256-k20"),
+    pytest.param("orizuru", {"structure": "units", "n": 64, "k": 64, "pipeline": 0}, 100,
+                 id="units-n64-k64-pipeline0"),
+    pytest.param("orizuru", {"n": 4096, "k": 20}, 200, id="kllm-4096-k20"),
     pytest.param("orizuru_scan", {}, 2000, id="scan-baseline-n16-k2"),
     pytest.param("orizuru_scan", {"pipeline": 0}, 1000, id="scan-baseline-n16-k2-pipeline0"),
 ]
@@ -252,12 +310,28 @@ def _tree_min_path_loses_ties(text):
                      r"\g<1>1'h0 }")
 
 
+def _units_max_node_ignores_right(text):
+    """Units: node 0 of the max tree's level 2 in the leaf unit (the first module with the
+    site; the merge unit has one too) never takes its right child (a maximum among lanes
+    4..7 of a unit is missed)."""
+    return edit_site(text, r"(assign max_l2_0_right = )[^;]+;", r"\g<1>1'h0;", sites=None)
+
+
+def _units_refill_keeps_child(text):
+    """Units: a merge unit loads the popped leaf from the child's root without taking it, so
+    the child never pops (the same maximum comes back)."""
+    return edit_site(text, r"(end else if \(max_refill\) begin\n\s*child_max_take = )\{[^}]*\};",
+                     r"\g<1>0;")
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("name,params,edit", [
     ("min-leaf", {"structure": "unrolled"}, _min_tree_ties_left),
     ("maintenance-ties", {"structure": "unrolled"}, _maintenance_ties_to_sibling),
     ("tree-min-root", {}, _tree_min_root_takes_larger),
     ("tree-min-ties", {}, _tree_min_path_loses_ties),
+    ("units-max-node", {"structure": "units", "n": 256, "k": 20}, _units_max_node_ignores_right),
+    ("units-refill", {"structure": "units", "n": 256, "k": 20}, _units_refill_keeps_child),
 ])
 def test_bench_fails_on_broken_rtl(name, params, edit):
     with pytest.raises(BenchFailure):

@@ -369,12 +369,14 @@ def _orizuru_stimulus(rng, p, count):
     normal = rng.standard_normal((count, p["n"])).astype(np.float16).view(np.uint16)
     raw = rng.integers(0, 1 << 16, (count, p["n"]))
     x = np.where(rng.random((count, 1)) < 0.5, normal, raw).astype(np.int64)
-    return {"i": {"x": x}}
+    # n > 1024: n / 1024 beats per vector (SPEC 3).
+    return {"i": {"x": x.reshape(-1, min(p["n"], 1024))}}
 
 
 def _orizuru_expected(p, inputs):
     from golden.orizuru import orizuru_beats
-    return {"o": orizuru_beats(inputs["i"]["x"], p["k"])}
+    xs = np.asarray(inputs["i"]["x"]).reshape(-1, p["n"])
+    return {"o": orizuru_beats(xs, p["k"])}
 
 
 _DECOMPOSER_THRESHOLDS = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")

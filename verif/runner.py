@@ -230,6 +230,11 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
         build_args = []
         if sim == "verilator":
             build_args = ["-Wno-fatal", "-O3"]
+            if manifest.get("shared_modules"):
+                # Hundreds of instances of a few modules (the 273 Orizuru units at n = 4096):
+                # inlined, they are one 40 MB C++ class (7 minutes to compile); kept as
+                # modules, about a minute.
+                build_args.append("-fno-inline")
             if waves:
                 fmt = wave_format()
                 if fmt == "vcd":
