@@ -258,7 +258,8 @@ def synth(
     paths = _RunPaths(run_dir, target)
     for stale in (paths.log, paths.stat_json, paths.stat_text):
         stale.unlink(missing_ok=True)
-    paths.script.write_text(_yosys_script(verilog.name, top, target_spec, paths))
+    paths.script.write_text(_yosys_script(verilog.name, top, target_spec, paths,
+                                          flatten_first=_has_shared_modules(verilog)))
 
     seconds = _run_yosys(paths, timeout_s)
     statistics = _read_statistics(paths, top)
@@ -304,14 +305,34 @@ def _target_spec(target: str) -> Target:
     return TARGETS[target]
 
 
-def _yosys_script(source_name: str, top: str, target_spec: Target, paths: _RunPaths) -> str:
-    """Script run inside the run directory; every path in it is relative to that."""
+def _has_shared_modules(verilog: Path) -> bool:
+    """The generator's manifest beside ``verilog`` lists shared modules (instantiated by
+    name many times: ``hdl.shared_modules``)."""
+    manifest = verilog.with_suffix(".json")
+    if not manifest.is_file():
+        return False
+    try:
+        return bool(json.loads(manifest.read_text()).get("shared_modules"))
+    except (OSError, ValueError):
+        return False
+
+
+def _yosys_script(source_name: str, top: str, target_spec: Target, paths: _RunPaths, *,
+                  flatten_first: bool = False) -> str:
+    """Script run inside the run directory; every path in it is relative to that.
+
+    ``flatten_first``: flatten and purge before the target's synthesis script. Designs of
+    shared modules (Orizuru's units) otherwise hit a Yosys 0.70 internal assertion in ABC9's
+    reintegration on some netlists (``GetSize(conn.first) == GetSize(conn.second)``, kernel/
+    rtlil.cc) on ECP5; every other design keeps the plain script (and its numbers).
+    """
     stat_command = f"stat {target_spec.stat_options}".rstrip()
     lines = [
         f'read_verilog "{source_name}"',
         # No -check here: vendor primitives (the DSP48E2 of accllm_dsp_mul) are only known once
         # the synth script has read its cell library; its own `hierarchy -check` then checks.
         f"hierarchy -top {top}",
+        *(["flatten", "opt_clean -purge"] if flatten_first else []),
         *target_spec.synth_command.format(top=top).split("; "),
         "delete t:$scopeinfo",
         f'tee -o "{paths.stat_text.name}" {stat_command}',

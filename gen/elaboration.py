@@ -52,6 +52,11 @@ CASES = {
         {"n": 1024, "k": 64, "pipeline": 0},
         {"n": 256, "k": 16, "structure": "unrolled"},
         {"n": 1024, "k": 64, "structure": "unrolled"},
+        # The composition of 16-input units (the default above n = 1024): the largest n and k,
+        # the lowest depth, and at n = 1024 beside the single tree.
+        {"n": 4096, "k": 64},
+        {"n": 2048, "k": 64, "pipeline": 0},
+        {"n": 1024, "k": 64, "structure": "units"},
     ],
     "orizuru_scan": [
         {"n": 1024, "k": 2},

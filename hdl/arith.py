@@ -1,11 +1,11 @@
 """Small arithmetic pieces shared by the units: one-hot decoding, popcount, adder trees."""
 
-from amaranth.hdl import Cat, Const, Value
+from amaranth.hdl import Cat, Const, Signal, Value
 
 from .params import check_int
 
-__all__ = ["one_hot_decode", "predecode", "one_hot_from_lines", "adder_tree", "adder_tree_cut",
-           "popcount", "at_least", "or_tree"]
+__all__ = ["one_hot_decode", "one_hot_wires", "predecode", "one_hot_from_lines", "adder_tree",
+           "adder_tree_cut", "popcount", "at_least", "or_tree"]
 
 
 def one_hot_decode(value, *, chunk_bits=4):
@@ -18,6 +18,24 @@ def one_hot_decode(value, *, chunk_bits=4):
     """
     value = Value.cast(value)
     return one_hot_from_lines(predecode(value, chunk_bits=chunk_bits))
+
+
+def one_hot_wires(m, value, *, name, chunk_bits=4):
+    """:func:`one_hot_decode` of ``value`` into a ``2**len(value)``-bit signal of ``m``, the
+    predecode lines held in wires (combinational).
+
+    The same circuit; a wide decode (4096 outputs) elaborates fast this way, each output being
+    a small AND of wires instead of chunk comparisons re-emitted per output.
+    """
+    value = Value.cast(value)
+    lines = []
+    for c, chunk in enumerate(predecode(value, chunk_bits=chunk_bits)):
+        wires = [Signal(name=f"{name}_line{c}_{code}") for code in range(len(chunk))]
+        m.d.comb += [wire.eq(line) for wire, line in zip(wires, chunk)]
+        lines.append(wires)
+    decoded = Signal(1 << len(value), name=name)
+    m.d.comb += decoded.eq(Cat(one_hot_from_lines(lines)))
+    return decoded
 
 
 def predecode(value, *, chunk_bits=4):

@@ -6,6 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import one_hot_wires, or_tree
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
 from .params import check_int
@@ -373,10 +374,12 @@ class OrizuruSortnet(wiring.Component):
             # Padded to every value of the counter, so that the multiplexer is a full case.
             return Array(values + values[-1:] * ((1 << len(beat)) - k))[beat]
 
+        # The mask: an OR of the 2k reported indices' one-hot decodes (n x 2k small ANDs,
+        # where comparing every lane with every index costs n x 2k comparators).
         reported = Signal(n, name="reported")
-        for lane in range(n):
-            m.d.comb += reported[lane].eq(Cat(index == lane for side in indices
-                                              for index in indices[side]).any())
+        decoded = [one_hot_wires(m, index, name=f"{side}_{j}_decoded")
+                   for side in indices for j, index in enumerate(indices[side])]
+        m.d.comb += reported.eq(or_tree(decoded))
         max_element, min_element = pick(fields["max"]), pick(fields["min"])
         m.d.comb += [
             self.o.payload.max_index.eq(~max_element[:bits]),

@@ -35,7 +35,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import one_hot_decode, one_hot_from_lines, predecode
+from .arith import one_hot_decode, one_hot_wires
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
 from .params import check_int
@@ -76,18 +76,19 @@ def settle_cycles(levels, pipeline):
 
 
 def units_latency(n, pipeline):
-    """Cycles from a vector's transfer to its first output beat (unit empty, ``o.ready``
-    high): each level settles (S cycles) and the next level loads one cycle later."""
+    """Cycles from a vector's (last) input beat to its first output beat (units empty,
+    ``o.ready`` high): the leaf units load in that beat's edge; each level settles (S cycles);
+    a merge unit registers that its children are valid and loads them the cycle after; the
+    first beat goes out the cycle after the top settles."""
     levels = unit_levels(n)
-    return sum(settle_cycles(level, pipeline) for level in levels) + len(levels)
+    return sum(settle_cycles(level, pipeline) for level in levels) + 2 * len(levels) - 1
 
 
 def _pop_period(n, pipeline):
-    """Cycles from one output beat to the next: the top unit's maintenance (S cycles), plus
-    the cycle in which a merge unit loads the child's prefetched winner into the popped leaf
-    (a leaf unit writes its popped leaf in the taking edge)."""
-    levels = unit_levels(n)
-    return settle_cycles(levels[-1], pipeline) + (1 if len(levels) > 1 else 0) + 1
+    """Cycles from one output beat to the next: the taking edge, the edge that writes the
+    popped leaf (a merge unit: the child's prefetched winner; a leaf unit: unavailable), and
+    the top unit's maintenance (S cycles)."""
+    return settle_cycles(unit_levels(n)[-1], pipeline) + 2
 
 
 def units_cycles_per_vector(n, k, pipeline, beats=1):
@@ -128,7 +129,8 @@ class OrizuruUnit(wiring.Component):
     child_max, child_min : ``In(ArrayLayout(entry, fanin))`` (merge unit)
         The children's max and min roots.
     child_max_valid, child_min_valid : ``In(fanin)`` (merge unit)
-        Each child's root is valid.
+        Each child's root is valid (an empty unit loads when all are; a refill relies on the
+        composition's timing instead, see :meth:`elaborate`).
     child_max_take, child_min_take : ``Out(fanin)`` (merge unit)
         Child j's root is taken into leaf j this edge (the child pops and maintains).
     max_root, min_root : ``Out(entry)``
@@ -136,11 +138,12 @@ class OrizuruUnit(wiring.Component):
     max_valid, min_valid : ``Out(1)``
         The root is valid (loaded and settled, no pop pending).
     max_take, min_take : ``In(1)``
-        The parent takes the root this edge (only while it is valid): the unit pops it and
-        replaces the popped leaf (leaf unit: unavailable; merge unit: the child's next root,
-        one cycle later, when it is valid).
+        The parent takes the root this edge (only while it is valid): the pop is pending, and
+        the next edge replaces the popped leaf (leaf unit: unavailable; merge unit: the
+        child's next root, as soon as it is valid); the root is valid again S cycles later.
     clear : ``In(1)``
-        Empty the unit (a vector's last beat): the roots are invalid until the next load.
+        Empty the unit (the cycle after a vector's last beat): the roots are invalid until the
+        next load (a leaf unit's load in the same edge wins).
 
     A merge unit loads all its leaves (and takes all its children) in the first edge in which
     it is empty and every child's max and min roots are valid.
@@ -190,7 +193,9 @@ class OrizuruUnit(wiring.Component):
             avails = {}
             for side in ("max", "min"):
                 avails[side] = Signal(f, name=f"{side}_avail")
-                level0[side] = [(keys[j], avails[side][j], Const(0, 0)) for j in range(f)]
+                # No index below a leaf of a leaf unit (None: no zero-width values, which
+                # Amaranth writes as [-1:0] and Yosys then reads as two bits).
+                level0[side] = [(keys[j], avails[side][j], None) for j in range(f)]
             # One comparator per leaf pair serves both trees (the min tree's bit is the
             # inverse of the max tree's wherever both children are available).
             leaf_gt = [Signal(name=f"leaf_gt{p}") for p in range(f // 2)]
@@ -202,8 +207,13 @@ class OrizuruUnit(wiring.Component):
                 leaves[side] = Signal(data.ArrayLayout(self.leaf_entry, f), name=f"{side}_leaf")
                 level0[side] = [(leaves[side][j].key, leaves[side][j].avail,
                                  leaves[side][j].index) for j in range(f)]
+            # Every child's roots valid, registered (the load of all leaves is then driven from
+            # flip-flops, not from 2 x fanin children's state across the chip; a cycle of
+            # latency per merge level). A child stays valid until taken, and the clear drops
+            # the flag, so it is never stale.
             all_valid = Signal()
-            m.d.comb += all_valid.eq(self.child_max_valid.all() & self.child_min_valid.all())
+            m.d.sync += all_valid.eq(self.child_max_valid.all() & self.child_min_valid.all()
+                                     & ~self.clear)
             start = Signal()
             m.d.comb += start.eq(~loaded & all_valid & ~self.clear)
 
@@ -220,24 +230,32 @@ class OrizuruUnit(wiring.Component):
             m.d.comb += valid.eq(loaded & ~pending & (count == 0))
             with m.If(count != 0):
                 m.d.sync += count.eq(count - 1)
+            # A take is registered (pending) and served the next cycle, so that no path runs
+            # from a parent's root through the take into a child.
+            with m.If(take & valid):
+                m.d.sync += pending.eq(1)
             if self.leaf:
-                # The popped leaf is marked in the taking edge.
-                with m.If(self.load):
-                    m.d.sync += [avails[side].eq(-1), count.eq(self.settle)]
-                with m.Elif(take & valid):
+                # The popped leaf becomes unavailable.
+                with m.If(pending):
                     decoded = Cat(one_hot_decode(popped))
-                    m.d.sync += [avails[side].eq(avails[side] & ~decoded),
+                    m.d.sync += [avails[side].eq(avails[side] & ~decoded), pending.eq(0),
                                  count.eq(self.settle)]
+                with m.If(self.clear):
+                    m.d.sync += [count.eq(0), pending.eq(0)]
+                # A load (a new vector) overrides the clear of the previous one in the same edge.
+                with m.If(self.load):
+                    m.d.sync += [avails[side].eq(-1), count.eq(self.settle), pending.eq(0)]
             else:
                 children = getattr(self, f"child_{side}")
-                child_valid = getattr(self, f"child_{side}_valid")
                 child_take = getattr(self, f"child_{side}_take")
-                # A pop is pending until the popped leaf's child offers its next root.
-                with m.If(take & valid):
-                    m.d.sync += pending.eq(1)
+                # The popped leaf is refilled from its child the cycle after the take, without
+                # waiting for the child's valid: the child was taken when the leaf was last
+                # loaded and has settled since (a child never settles slower than its parent:
+                # see unit_levels), so its root is its next winner. No path runs from the
+                # children's state through the parent back into a child.
                 selected = Cat(one_hot_decode(popped))
                 refill = Signal(name=f"{side}_refill")
-                m.d.comb += refill.eq(pending & (child_valid & selected).any())
+                m.d.comb += refill.eq(pending)
                 with m.If(start):
                     m.d.sync += [leaves[side].eq(children), count.eq(self.settle)]
                     m.d.comb += child_take.eq(-1)
@@ -247,16 +265,18 @@ class OrizuruUnit(wiring.Component):
                             m.d.sync += leaves[side][j].eq(children[j])
                     m.d.sync += [pending.eq(0), count.eq(self.settle)]
                     m.d.comb += child_take.eq(selected)
-            with m.If(self.clear):
-                m.d.sync += [count.eq(0), pending.eq(0)]
+                with m.If(self.clear):
+                    m.d.sync += [count.eq(0), pending.eq(0)]
         if self.leaf:
+            with m.If(self.clear):
+                m.d.sync += loaded.eq(0)
             with m.If(self.load):
                 m.d.sync += loaded.eq(1)
         else:
             with m.If(start):
                 m.d.sync += loaded.eq(1)
-        with m.If(self.clear):
-            m.d.sync += loaded.eq(0)
+            with m.If(self.clear):
+                m.d.sync += loaded.eq(0)
         return m
 
     def _tree(self, m, side, entries, leaf_gt):
@@ -274,8 +294,8 @@ class OrizuruUnit(wiring.Component):
                 wins = gt if side == "max" else ~gt
                 right = Signal(name=f"{side}_l{level}_{p}_right")
                 m.d.comb += right.eq(ravail & (~lavail | wins))
-                node = (Mux(right, rkey, lkey), Mux(right, ravail, lavail),
-                        Cat(Mux(right, rindex, lindex), right))
+                index = right if lindex is None else Cat(Mux(right, rindex, lindex), right)
+                node = (Mux(right, rkey, lkey), Mux(right, ravail, lavail), index)
                 if level in cuts:
                     width = len(node[2])
                     key = Signal(16, name=f"{side}_l{level}_{p}_key")
@@ -288,20 +308,6 @@ class OrizuruUnit(wiring.Component):
         return entries[0]
 
 
-def _decoded(m, index, name):
-    """One-hot decode of ``index`` into a signal, the predecode lines held in wires (each
-    output is then a small AND of wires, which keeps a 4096-output decode fast to
-    elaborate)."""
-    lines = []
-    for c, chunk in enumerate(predecode(index)):
-        wires = [Signal(name=f"{name}_line{c}_{code}") for code in range(len(chunk))]
-        m.d.comb += [wire.eq(line) for wire, line in zip(wires, chunk)]
-        lines.append(wires)
-    decoded = Signal(1 << len(index), name=name)
-    m.d.comb += decoded.eq(Cat(one_hot_from_lines(lines)))
-    return decoded
-
-
 def elaborate_units(orizuru, m):
     """The composition of :class:`OrizuruUnit` for :class:`hdl.orizuru.Orizuru` with
     ``structure="units"``: the stream ports, the units (through ``orizuru.shared_modules``),
@@ -310,7 +316,7 @@ def elaborate_units(orizuru, m):
     beats = orizuru.beats_per_vector
     busy = Signal()
     accept = Signal()
-    in_beat = Signal(range(beats))
+    in_beat = Signal(range(beats)) if beats > 1 else None
     load_beat = one_hot_decode(in_beat) if beats > 1 else [Const(1, 1)]
     leaf_fanin = 1 << unit_levels(n)[0]
     # Each leaf unit's values, one slice of the beat each (through group wires: see
@@ -362,8 +368,12 @@ def elaborate_units(orizuru, m):
         send.eq(orizuru.o.valid & orizuru.o.ready),
         last.eq(beat == k - 1),
     ]
+    # The units empty the cycle after the last beat (a registered broadcast); a leaf unit
+    # loaded by the next vector in that same edge takes the load.
+    clear = Signal()
+    m.d.sync += clear.eq(send & last)
     for unit in every:
-        m.d.comb += unit.clear.eq(send & last)
+        m.d.comb += unit.clear.eq(clear)
     # The top's roots are taken with every beat but the last (which empties the units).
     m.d.comb += [top.max_take.eq(send & ~last), top.min_take.eq(send & ~last)]
 
@@ -375,14 +385,16 @@ def elaborate_units(orizuru, m):
         payload.min_index.eq(top.min_root.index),
         payload.min_value.eq(total_order_value(top.min_root.key)),
         payload.last.eq(last),
-        reported.eq(_decoded(m, top.max_root.index, "max_decoded") |
-                    _decoded(m, top.min_root.index, "min_decoded")),
+        reported.eq(one_hot_wires(m, top.max_root.index, name="max_decoded") |
+                    one_hot_wires(m, top.min_root.index, name="min_decoded")),
         payload.mask.eq(Mux(last, seen | reported, 0)),
     ]
     with m.If(accept):
         if beats > 1:
             m.d.sync += in_beat.eq(in_beat + 1)
-        with m.If(in_beat == beats - 1):
+            with m.If(in_beat == beats - 1):
+                m.d.sync += busy.eq(1)
+        else:
             m.d.sync += busy.eq(1)
     with m.If(send):
         with m.If(last):

@@ -168,11 +168,9 @@ def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline
         firsts = cycles["o"][::k]
         assert np.diff(firsts).tolist() == [dut.cycles_per_vector] * (len(xs) - 1), (n, k)
         if structure == "units":
-            # A pop every S + 2 cycles (the top unit's settling, the pending cycle and the
-            # refill; S + 1 when one leaf unit is the whole composition), the next vector
-            # accepted the cycle after the last beat.
-            levels = unit_levels(n)
-            gap = settle_cycles(levels[-1], pipeline) + (2 if len(levels) > 1 else 1)
+            # A pop every S + 2 cycles (the taking edge, the refill of the popped leaf, the top
+            # unit's settling), the next vector accepted the cycle after the last beat.
+            gap = settle_cycles(unit_levels(n)[-1], pipeline) + 2
             within = [b - a for a, b in zip(cycles["o"], cycles["o"][1:])]
             for j, step in enumerate(within):
                 assert step == (gap if (j + 1) % k else dut.latency + 1), (n, k, j)
@@ -198,10 +196,11 @@ def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline
     ("unrolled", 16, 2, 3, 7), ("scan", 16, 2, 3, 8), ("scan", 16, 2, 2, 4),
     ("unrolled", 16, 4, 3, 15), ("unrolled", 16, 1, 3, 4), ("unrolled", 2, 2, 3, 1),
     ("unrolled", 2, 2, 1, 1), ("unrolled", 1024, 2, 3, 19), ("scan", 1024, 2, 3, 20),
-    # Units: every level settles (S cycles: its register cuts), the next loads a cycle later.
-    ("units", 16, 2, 2, 5), ("units", 16, 2, 0, 2), ("units", 32, 2, 2, 7),
-    ("units", 2048, 20, 2, 14), ("units", 4096, 20, 2, 15), ("units", 4096, 20, 1, 9),
-    ("units", 4096, 20, 0, 6),
+    # Units: every level settles (S cycles: its register cuts); a merge level loads two
+    # cycles after its children settle (their valid registered, then the load).
+    ("units", 16, 2, 2, 5), ("units", 16, 2, 0, 2), ("units", 32, 2, 2, 8),
+    ("units", 2048, 20, 2, 16), ("units", 4096, 20, 2, 17), ("units", 4096, 20, 1, 11),
+    ("units", 4096, 20, 0, 8),
 ])
 def test_latency_attribute(structure, n, k, pipeline, latency):
     assert Orizuru(n=n, k=k, structure=structure, pipeline=pipeline).latency == latency
@@ -219,12 +218,37 @@ def test_tree_cycles_per_vector(n, k, pipeline, cycles):
 
 @pytest.mark.parametrize("n,k,pipeline,cycles", [
     # latency + (k - 1) pop periods + the input beats of the next vector (n / 1024 above 1024).
-    (4096, 20, 2, 15 + 19 * 6 + 4), (2048, 64, 1, 9 + 63 * 4 + 2), (16, 2, 2, 5 + 5 + 1),
-    (32, 3, 0, 4 + 2 * 3 + 1),
+    (4096, 20, 2, 17 + 19 * 6 + 4), (2048, 64, 1, 11 + 63 * 4 + 2), (16, 2, 2, 5 + 6 + 1),
+    (32, 3, 0, 5 + 2 * 3 + 1),
 ])
 def test_units_cycles_per_vector(n, k, pipeline, cycles):
     assert cycles_per_vector(n, k, "units", pipeline) == cycles
     assert Orizuru(n=n, k=k, structure="units", pipeline=pipeline).cycles_per_vector == cycles
+
+
+@pytest.mark.parametrize("n,pipeline", [(16, 1), (32, 0), (256, 2), (4096, 1)])
+def test_units_verilog_has_no_zero_width_wires(n, pipeline):
+    # Amaranth writes a zero-width signal as [-1:0], which Yosys reads as two bits (an
+    # internal assertion in synth_ecp5).
+    from gen.verilog import convert
+    text = convert(Orizuru(n=n, k=2, structure="units", pipeline=pipeline), "orizuru")
+    assert "[-1:0]" not in text
+
+
+def test_units_refill_needs_children_no_slower_than_parents(monkeypatch):
+    # A merge unit refills a popped leaf from the child's root without waiting for the child's
+    # valid, relying on every child settling no slower than its parent. With the remainder at
+    # the top (a 2-input merge unit, S = 1, over two 16-input units, S = 4) the refill reads
+    # a child that has not settled, and the outputs go wrong: the arrangement matters.
+    import hdl.orizuru_units as units
+    rng = np.random.default_rng(9)
+    xs = _vectors(32, 8, rng)
+    expected = orizuru_beats(xs, 6)
+    beats, _ = _simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
+    assert beats["max_index"] == [int(v) for v in expected["max_index"]]
+    monkeypatch.setattr(units, "unit_levels", lambda n: [4, 1])
+    beats, _ = _simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
+    assert beats["max_index"] != [int(v) for v in expected["max_index"]]
 
 
 def test_unit_levels_put_the_remainder_at_the_leaves():
