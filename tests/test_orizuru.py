@@ -344,7 +344,7 @@ def _units_max_node_ignores_right(text):
 def _units_refill_keeps_child(text):
     """Units: a merge unit loads the popped leaf from the child's root without taking it, so
     the child never pops (the same maximum comes back)."""
-    return edit_site(text, r"(end else if \(max_refill\) begin\n\s*child_max_take = )\{[^}]*\};",
+    return edit_site(text, r"(end else if \(max_pending\) begin\n\s*child_max_take = )\{[^}]*\};",
                      r"\g<1>0;")
 
 
