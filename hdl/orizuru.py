@@ -231,6 +231,11 @@ class Orizuru(wiring.Component):
       log2 n + 2). ``i.ready`` is a registered decode (it does not wait for ``o.ready``).
     * ``structure="unrolled"``: every comparison of a pop in space, k cycles per vector; the
       circuits below.
+    * ``structure="units"`` (default above n = 1024, the only structure there): KLLM's
+      token-wide composition of 16-input units (Table I: 273 per chip at n = 4096), leaf units
+      under merge units whose popped leaf is refilled from the child's prefetched root
+      (:mod:`hdl.orizuru_units`). ``pipeline`` 0..2 (default 2): a register after every
+      tree level of a unit (2), every second level (1) or only its root (0).
     * ``structure="scan"`` builds the straightforward baseline instead: no stored bits, every
       pop recomputes both complete trees from the availability masks (2(n-1) comparators per
       pop, the same rules, hence the same outputs).
@@ -274,21 +279,25 @@ class Orizuru(wiring.Component):
     Parameters
     ----------
     n : int
-        Inputs, a power of two in 2..1024 (default 16).
+        Inputs, a power of two in 2..4096 (default 16); above 1024 only ``"units"``.
     k : int
-        Values reported per tree, 1..n (default 2).
+        Values reported per tree, 1..n, at most 64 when n > 1024 (default 2).
     width : int
         Value width; 16 (IEEE binary16) is the only one supported.
-    structure : str
-        ``"tree"`` (default), ``"unrolled"`` or ``"scan"`` (k-pass max/min scan baseline).
+    structure : str or None
+        ``"tree"``, ``"unrolled"``, ``"scan"`` (k-pass max/min scan baseline) or ``"units"``.
+        None (default): ``"tree"`` up to n = 1024, ``"units"`` above.
     pipeline : int or None
-        Tree: 0..2; unrolled and scan: register cuts, 0..3 (see above). None (default): the
-        structure's depth that closes timing on ECP5 (tree 2, unrolled and scan 3).
+        Tree and units: 0..2; unrolled and scan: register cuts, 0..3 (see above). None
+        (default): the structure's depth that closes timing on ECP5 (tree and units 2,
+        unrolled and scan 3).
 
     Members
     -------
     i : ``In(stream.Signature(in_layout))``
-        ``x``: n x 16-bit binary16 patterns.
+        ``x``: min(n, 1024) x 16-bit binary16 patterns; a vector of n > 1024 values is n /
+        1024 beats (lane j of beat b: element 1024 b + j; Amaranth caps a design's inputs at
+        65,535 bits).
     o : ``Out(stream.Signature(out_layout))``
         ``max_index``, ``max_value``, ``min_index``, ``min_value``, ``last``, ``mask`` (n bits,
         1 at every index reported for the vector, on the ``last`` beat; 0 before).
@@ -300,8 +309,8 @@ class Orizuru(wiring.Component):
         Cycles per vector with vectors back to back and ``o.ready`` high.
 
     Latency and throughput of the unrolled structure and the scan: k output beats per vector,
-    one per cycle, and k cycles per vector back to back at every ``pipeline`` value (the next vector's first beat follows the last
-    beat with no gap). ``pipeline=0``: a vector is initialised in the edge that accepts it and
+    one per cycle, and k cycles per vector back to back at every ``pipeline`` value (the next
+    vector's first beat follows the last beat with no gap). ``pipeline=0``: a vector is initialised in the edge that accepts it and
     its first beat is valid one cycle later (``latency = 1``); the next vector is accepted
     with the last beat. ``pipeline >= 1``: ``latency`` is the number of pipeline stages. With
     L = log2 n comparator levels per tree and g levels per stage (g = L at ``pipeline=1``,
