@@ -81,7 +81,7 @@ def _bench_orizuru():
     print("| unit | structure | n | k | cycles/vector (back to back) | analytical | "
           "latency to first beat |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for structure in ("tree", "unrolled"):
+    for structure in ("tree", "unrolled", "units"):
         for n in (8, 16, 64):
             for k in (1, 2, 4):
                 params = {"n": n, "k": k, "structure": structure}
