@@ -145,6 +145,15 @@ def test_random_bit_patterns_match_numpy_sort(n):
             check_against_sort(x, k, orizuru(x, k))
 
 
+@pytest.mark.parametrize("n", [2048, 4096])
+def test_token_wide_vectors_match_numpy_sort(n):
+    # KLLM's 4096-wide tokens (k at most 64 above n = 1024; 20 is KLLM's 0.5 %).
+    rng = np.random.default_rng(n + 3)
+    for k in (1, 20, 64):
+        for x in (rng.integers(0, 1 << 16, n), rng.integers(0x3C00, 0x3C00 + 64, n)):
+            check_against_sort(x, k, orizuru(x, k))
+
+
 @pytest.mark.parametrize("distribution", ["normal", "student_t", "cauchy", "tiny"])
 @pytest.mark.parametrize("n", [16, 64, 1024])
 def test_float16_data_matches_numpy_sort(distribution, n):
