@@ -14,7 +14,8 @@ from .params import check_choice, check_int
 from .shared_modules import SharedModules
 from .stream_stage import StallPipeline, check_pipeline
 
-__all__ = ["Orizuru", "OrizuruScan", "cycles_per_vector"]
+__all__ = ["Orizuru", "OrizuruScan", "cycles_per_vector", "resolve_structure",
+           "stream_layouts"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,20 @@ MAX_PIPELINES = {"tree": 2, "unrolled": UNROLLED_MAX_PIPELINE, "scan": UNROLLED_
                  "units": 2}
 #: The depth of each structure that closes timing on ECP5 at n = 16 (docs/units/orizuru.md).
 DEFAULT_PIPELINES = {"tree": 2, "unrolled": 3, "scan": 3, "units": 2}
+
+
+def stream_layouts(n):
+    """Payload layouts ``(in_layout, out_layout)`` of the Orizuru interface (SPEC 3) for
+    vectors of ``n`` values, shared by :class:`Orizuru` and its baselines: ``x`` holds
+    min(n, 1024) values per beat; the output beat carries one pair and, on the last beat,
+    the n-bit mask."""
+    index = unsigned(n.bit_length() - 1)
+    in_layout = data.StructLayout({"x": data.ArrayLayout(16, min(n, MAX_BEAT_LANES))})
+    out_layout = data.StructLayout({
+        "max_index": index, "max_value": 16, "min_index": index, "min_value": 16,
+        "last": 1, "mask": n,
+    })
+    return in_layout, out_layout
 
 
 def resolve_structure(n, structure):
@@ -354,16 +369,11 @@ class Orizuru(wiring.Component):
         self.latency = self._stage_count()
         #: Cycles per vector with vectors offered back to back and ``o.ready`` high.
         self.cycles_per_vector = cycles_per_vector(self.n, self.k, self.structure, self.pipeline)
-        index = unsigned(self.levels)
         #: Values per input beat, and beats per vector (lane j of beat b is element
         #: ``lanes * b + j``).
         self.lanes = min(self.n, MAX_BEAT_LANES)
         self.beats_per_vector = self.n // self.lanes
-        self.in_layout = data.StructLayout({"x": data.ArrayLayout(16, self.lanes)})
-        self.out_layout = data.StructLayout({
-            "max_index": index, "max_value": 16, "min_index": index, "min_value": 16,
-            "last": 1, "mask": self.n,
-        })
+        self.in_layout, self.out_layout = stream_layouts(self.n)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -400,6 +410,15 @@ class Orizuru(wiring.Component):
         else:
             self._elaborate_unrolled(m)
         return m
+
+    def _incoming_keys(self, m, name):
+        """The accepted vector's totalOrder keys, one wire per lane (``<name>_<lane>``)."""
+        keys = []
+        for lane, value in enumerate(split_lanes(m, self.i.payload.x, 16, self.n, name="x")):
+            key = Signal(16, name=f"{name}_{lane}")
+            m.d.comb += key.eq(total_order_key(value))
+            keys.append(key)
+        return keys
 
     def _compare(self, m, name, a, b):
         """``a > b`` in totalOrder through a comparator instance."""
@@ -496,12 +515,7 @@ class Orizuru(wiring.Component):
         running = Signal(name="init_running")
         m.d.comb += running.eq((step != 0) & (step != levels + 1))
         load = Signal(name="init_load")
-        incoming = split_lanes(m, self.i.payload.x, 16, n, name="x")
-        incoming_keys = []
-        for lane, value in enumerate(incoming):
-            key = Signal(16, name=f"x_key_{lane}")
-            m.d.comb += key.eq(total_order_key(value))
-            incoming_keys.append(key)
+        incoming_keys = self._incoming_keys(m, "x_key")
         gts = []
         for c in range(half):
             left, right = work[2 * c], work[2 * c + 1]
@@ -985,12 +999,7 @@ class Orizuru(wiring.Component):
         record = stream.Signature(1).create(path=("record",))
         pipe = StallPipeline(m, self.i, record, latency=self.latency, name="pipe")
         stages = _Stages(pipe)
-        incoming = split_lanes(m, self.i.payload.x, 16, n, name="x")
-        keys = []
-        for lane, value in enumerate(incoming):
-            key = Signal(16, name=f"key_{lane}")
-            m.d.comb += key.eq(total_order_key(value))
-            keys.append(key)
+        keys = self._incoming_keys(m, "key")
 
         # Pop 1: the initialisation's root winners (the scan's first pass is the same circuit).
         tree = self.structure == "unrolled"

@@ -2,13 +2,14 @@
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arith import one_hot_wires, or_tree
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
+from .orizuru import stream_layouts
 from .params import check_int
 from .stream_stage import StallPipeline, check_pipeline
 
@@ -240,12 +241,7 @@ class OrizuruSortnet(wiring.Component):
         per_stage = LEVELS_PER_STAGE[self.pipeline] or self.depth
         #: Cycles from a vector's transfer on ``i`` to its first beat being valid on ``o``.
         self.latency = -(-self.depth // per_stage)
-        index = unsigned(self.index_bits)
-        self.in_layout = data.StructLayout({"x": data.ArrayLayout(16, self.n)})
-        self.out_layout = data.StructLayout({
-            "max_index": index, "max_value": 16, "min_index": index, "min_value": 16,
-            "last": 1, "mask": self.n,
-        })
+        self.in_layout, self.out_layout = stream_layouts(self.n)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),

@@ -11,6 +11,7 @@ from golden.orizuru import orizuru_beats, total_order_key
 from hdl.fp16 import Fp16TotalOrderCompare
 from hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
 from hdl.orizuru_units import settle_cycles, unit_levels
+from verif.orizuru_sim import simulate
 from verif.runner import BenchFailure, edit_site, run_testbench
 
 
@@ -85,51 +86,6 @@ def _vectors(n, count, rng):
     return xs.astype(np.int64)
 
 
-def _simulate(dut, xs, rng, valid_probability, ready_probability):
-    """Drive ``xs`` into ``dut`` with random gaps on ``i.valid`` and ``o.ready``, check that a
-    waiting output beat holds, and return the beats and the transfer cycles."""
-    fields = ("max_index", "max_value", "min_index", "min_value", "last", "mask")
-    beats = {field: [] for field in fields}
-    cycles = {"i": [], "o": []}
-    expected_beats = len(xs) * dut.k
-
-    async def bench(ctx):
-        sent = cycle = 0
-        held = None
-        while len(beats["last"]) < expected_beats:
-            assert cycle < 200 * (len(xs) + 2) * (dut.k + dut.latency), "no progress"
-            offer = sent < len(xs) and rng.random() < valid_probability
-            ctx.set(dut.i.valid, offer)
-            if offer:
-                ctx.set(dut.i.payload.x, [int(v) for v in xs[sent]])
-            ready = rng.random() < ready_probability
-            ctx.set(dut.o.ready, ready)
-            await ctx.delay(1e-9)
-            if held is not None:
-                assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.as_value()) == held, (
-                    f"cycle {cycle}: a beat waiting for o.ready changed or left")
-            held = None
-            if ctx.get(dut.o.valid):
-                if ready:
-                    payload = ctx.get(dut.o.payload)
-                    for field in fields:
-                        beats[field].append(int(getattr(payload, field)))
-                    cycles["o"].append(cycle)
-                else:
-                    held = ctx.get(dut.o.payload.as_value())
-            if offer and ctx.get(dut.i.ready):
-                cycles["i"].append(cycle)
-                sent += 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return beats, cycles
-
-
 # pipeline=0 and the default run in the cocotb benches below as well.
 SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 5), (32, 3)]
 #: The composition of 16-input units: one level, two (a merge unit of 2 and of 16), and three
@@ -150,7 +106,7 @@ def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
     for n, k in (UNITS_SIM_CONFIGS if structure == "units" else SIM_CONFIGS):
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 12, rng)
-        beats, _ = _simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
+        beats, _ = simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
         expected = orizuru_beats(xs, k)
         for field, values in beats.items():
             assert values == [int(v) for v in expected[field]], (n, k, field)
@@ -163,7 +119,7 @@ def test_every_depth_keeps_its_cycles_per_vector_and_latency(structure, pipeline
     for n, k in shapes:
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 16, rng)
-        beats, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
+        beats, cycles = simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
         assert cycles["o"][0] - cycles["i"][0] == dut.latency
         firsts = cycles["o"][::k]
         assert np.diff(firsts).tolist() == [dut.cycles_per_vector] * (len(xs) - 1), (n, k)
@@ -244,10 +200,10 @@ def test_units_refill_needs_children_no_slower_than_parents(monkeypatch):
     rng = np.random.default_rng(9)
     xs = _vectors(32, 8, rng)
     expected = orizuru_beats(xs, 6)
-    beats, _ = _simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
+    beats, _ = simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
     assert beats["max_index"] == [int(v) for v in expected["max_index"]]
     monkeypatch.setattr(units, "unit_levels", lambda n: [4, 1])
-    beats, _ = _simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
+    beats, _ = simulate(Orizuru(n=32, k=6, structure="units"), xs, rng, 1, 1)
     assert beats["max_index"] != [int(v) for v in expected["max_index"]]
 
 

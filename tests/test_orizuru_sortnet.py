@@ -7,11 +7,11 @@ import itertools
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from golden.orizuru import orizuru_beats
 from hdl.orizuru_sortnet import (DEFAULT_PIPELINE, MAX_PIPELINE, OrizuruSortnet,
                                  selection_network)
+from verif.orizuru_sim import simulate
 from verif.runner import BenchFailure, edit_site, run_testbench
 
 
@@ -86,51 +86,6 @@ def _vectors(n, count, rng):
     return xs.astype(np.int64)
 
 
-def _simulate(dut, xs, rng, valid_probability, ready_probability):
-    """Drive ``xs`` into ``dut`` with random gaps on ``i.valid`` and ``o.ready``, check that a
-    waiting output beat holds, and return the beats and the transfer cycles."""
-    fields = ("max_index", "max_value", "min_index", "min_value", "last", "mask")
-    beats = {field: [] for field in fields}
-    cycles = {"i": [], "o": []}
-    expected_beats = len(xs) * dut.k
-
-    async def bench(ctx):
-        sent = cycle = 0
-        held = None
-        while len(beats["last"]) < expected_beats:
-            assert cycle < 200 * (len(xs) + 2) * (dut.k + dut.latency), "no progress"
-            offer = sent < len(xs) and rng.random() < valid_probability
-            ctx.set(dut.i.valid, offer)
-            if offer:
-                ctx.set(dut.i.payload.x, [int(v) for v in xs[sent]])
-            ready = rng.random() < ready_probability
-            ctx.set(dut.o.ready, ready)
-            await ctx.delay(1e-9)
-            if held is not None:
-                assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.as_value()) == held, (
-                    f"cycle {cycle}: a beat waiting for o.ready changed or left")
-            held = None
-            if ctx.get(dut.o.valid):
-                if ready:
-                    payload = ctx.get(dut.o.payload)
-                    for field in fields:
-                        beats[field].append(int(getattr(payload, field)))
-                    cycles["o"].append(cycle)
-                else:
-                    held = ctx.get(dut.o.payload.as_value())
-            if offer and ctx.get(dut.i.ready):
-                cycles["i"].append(cycle)
-                sent += 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return beats, cycles
-
-
 SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 2), (16, 5), (32, 3)]
 
 
@@ -140,7 +95,7 @@ def test_every_depth_matches_golden_under_backpressure(pipeline):
     for n, k in SIM_CONFIGS:
         dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
         xs = _vectors(n, 16, rng)
-        beats, _ = _simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
+        beats, _ = simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
         expected = orizuru_beats(xs, k)
         for field, values in beats.items():
             assert values == [int(v) for v in expected[field]], (n, k, field)
@@ -152,7 +107,7 @@ def test_every_depth_keeps_k_cycles_per_vector_and_its_latency(pipeline):
     for n, k in [(16, 2), (8, 3), (4, 1)]:
         dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
         xs = _vectors(n, 16, rng)
-        _, cycles = _simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
+        _, cycles = simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
         assert cycles["o"][0] - cycles["i"][0] == dut.latency
         # One beat per cycle from the first to the last: k cycles per vector back to back.
         assert cycles["o"] == list(range(cycles["o"][0], cycles["o"][0] + len(xs) * k))
