@@ -96,6 +96,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
     spec, resolved = resolve_params(unit, config, params)
     component = spec.build(resolved)
     text = convert(component, unit)
+    shared = getattr(component, "shared_modules", None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog_path = out_dir / f"{unit}.v"
@@ -117,8 +118,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "primitives": list(getattr(component, "primitives", ())),
         # Modules emitted once and instantiated many times (hdl.shared_modules): simulators
         # keep them as modules instead of inlining every instance.
-        "shared_modules": sorted(getattr(getattr(component, "shared_modules", None),
-                                         "modules", {})),
+        "shared_modules": sorted(shared.modules) if shared is not None else [],
         "synth_targets": _optional_list(getattr(component, "synth_targets", None)),
         "amaranth": amaranth.__version__,
     }

@@ -254,12 +254,10 @@ class OrizuruUnit(wiring.Component):
                 # see unit_levels), so its root is its next winner. No path runs from the
                 # children's state through the parent back into a child.
                 selected = Cat(one_hot_decode(popped))
-                refill = Signal(name=f"{side}_refill")
-                m.d.comb += refill.eq(pending)
                 with m.If(start):
                     m.d.sync += [leaves[side].eq(children), count.eq(self.settle)]
                     m.d.comb += child_take.eq(-1)
-                with m.Elif(refill):
+                with m.Elif(pending):
                     for j in range(f):
                         with m.If(selected[j]):
                             m.d.sync += leaves[side][j].eq(children[j])

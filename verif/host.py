@@ -370,7 +370,8 @@ def _orizuru_stimulus(rng, p, count):
     raw = rng.integers(0, 1 << 16, (count, p["n"]))
     x = np.where(rng.random((count, 1)) < 0.5, normal, raw).astype(np.int64)
     # n > 1024: n / 1024 beats per vector (SPEC 3).
-    return {"i": {"x": x.reshape(-1, min(p["n"], 1024))}}
+    from hdl.orizuru import MAX_BEAT_LANES
+    return {"i": {"x": x.reshape(-1, min(p["n"], MAX_BEAT_LANES))}}
 
 
 def _orizuru_expected(p, inputs):

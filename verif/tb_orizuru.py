@@ -57,7 +57,8 @@ def random_vectors(count, n, rng):
 
 def _lanes(bench):
     """Values per input beat (the manifest's ``x`` length)."""
-    return bench.manifest["ports"]["i"]["payload"]["fields"][0]["shape"]["length"]
+    fields = bench.manifest["ports"]["i"]["payload"]["fields"]
+    return next(field for field in fields if field["name"] == "x")["shape"]["length"]
 
 
 async def run(bench, xs):
