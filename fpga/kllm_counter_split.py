@@ -58,10 +58,10 @@ def _run(source, top, target, run_dir):
 
 
 def _block_of(module, top):
-    name = module.removeprefix("\\")
-    if name == top:
-        return "control"
-    return name.removeprefix(f"{top}.").split(".")[0]
+    """The block a module belongs to: the innermost of :data:`BLOCKS` on its path (the bins'
+    blocks sit in the counter's ``bins`` submodule), else ``control``."""
+    path = module.removeprefix("\\").removeprefix(top).split(".")
+    return next((part for part in reversed(path) if part in BLOCKS), "control")
 
 
 def split(params, build_dir):

@@ -1,6 +1,6 @@
 """Small arithmetic pieces shared by the units: one-hot decoding, popcount, adder trees."""
 
-from amaranth.hdl import Cat, Const, Signal, Value
+from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
 from .params import check_int
 
@@ -24,17 +24,22 @@ def one_hot_wires(m, value, *, name, chunk_bits=4):
     """:func:`one_hot_decode` of ``value`` into a ``2**len(value)``-bit signal of ``m``, the
     predecode lines held in wires (combinational).
 
-    The same circuit; a wide decode (4096 outputs) elaborates fast this way, each output being
-    a small AND of wires instead of chunk comparisons re-emitted per output.
+    The same circuit, built from few, wide operations so that a wide decode (4096 outputs)
+    elaborates fast: the one-hot over the chunks so far is repeated once per line of the next
+    chunk, each copy ANDed with its line (a multiplexer with 0), instead of one AND per output
+    and chunk.
     """
     value = Value.cast(value)
-    lines = []
+    term = None
     for c, chunk in enumerate(predecode(value, chunk_bits=chunk_bits)):
-        wires = [Signal(name=f"{name}_line{c}_{code}") for code in range(len(chunk))]
-        m.d.comb += [wire.eq(line) for wire, line in zip(wires, chunk)]
-        lines.append(wires)
+        lines = Signal(len(chunk), name=f"{name}_line{c}")
+        m.d.comb += lines.eq(Cat(*chunk))
+        if term is None:
+            term = lines
+        else:
+            term = Cat(*(Mux(lines[code], term, 0) for code in range(len(chunk))))
     decoded = Signal(1 << len(value), name=name)
-    m.d.comb += decoded.eq(Cat(one_hot_from_lines(lines)))
+    m.d.comb += decoded.eq(Const(1, 1) if term is None else term)
     return decoded
 
 

@@ -166,10 +166,10 @@ def _any(terms):
 class _Stages:
     """Places the register cuts of the unrolled pipeline on a :class:`StallPipeline`.
 
-    A list of plain values (the leaves, the node bits of a tree) is registered packed, in groups
-    of up to :attr:`GROUP` values per register, so that a stage of a wide tree is a few wide
-    registers rather than one per lane (a smaller netlist, a faster Verilator build; groups
-    keep Amaranth's cost of slicing a signal linear in n).
+    A cut registers every value of the pipeline's state (leaves, node bits, winners, records)
+    packed, up to :attr:`GROUP` values per register, so that a stage of a wide tree is a few
+    wide registers rather than one per value (a smaller netlist, a faster Verilator build and
+    elaboration; groups keep Amaranth's cost of slicing a signal linear in n).
     """
 
     GROUP = 64
@@ -177,43 +177,49 @@ class _Stages:
     def __init__(self, pipe):
         self.pipe = pipe
         self.count = 0
-        self._seen = {}
 
     def cut(self, live):
         """Register every value in ``live`` (nested dicts and lists of values; None, strings
         and constants pass unchanged; a value met twice gets one register) and return the
         registered copy, one stage further."""
         self.count += 1
-        self._seen = {}
-        return self._register(live, f"p{self.count}")
+        name = f"p{self.count}"
+        items, slots = [], {}
 
-    def _register(self, value, name):
-        if value is None or isinstance(value, (Const, str)):
-            return value
-        if isinstance(value, dict):
-            return {key: self._register(item, f"{name}_{key}") for key, item in value.items()}
-        if isinstance(value, list):
-            plain = [item for item in value if item is not None]
-            if len(plain) > 1 and not any(isinstance(item, (dict, list, str)) for item in plain):
-                return self._register_packed(value, name)
-            return [self._register(item, f"{name}_{index}") for index, item in enumerate(value)]
-        if id(value) not in self._seen:
-            self._seen[id(value)] = (value, self.pipe.stage(value, name=name))
-        return self._seen[id(value)][1]
+        def collect(value):
+            if value is None or isinstance(value, (Const, str)):
+                return
+            if isinstance(value, dict):
+                for item in value.values():
+                    collect(item)
+            elif isinstance(value, list):
+                for item in value:
+                    collect(item)
+            elif id(value) not in slots:
+                slots[id(value)] = len(items)
+                items.append(value)
 
-    def _register_packed(self, values, name):
-        """Register the values of ``values`` (None kept as None) packed in groups."""
-        result = list(values)
-        positions = [index for index, item in enumerate(values) if item is not None]
-        for first in range(0, len(positions), self.GROUP):
-            group = positions[first:first + self.GROUP]
-            items = [Value.cast(values[index]) for index in group]
-            packed = self.pipe.stage(Cat(items), name=f"{name}_{first}" if first else name)
+        collect(live)
+        registered = []
+        for first in range(0, len(items), self.GROUP):
+            group = [Value.cast(item) for item in items[first:first + self.GROUP]]
+            packed = self.pipe.stage(Cat(group), name=f"{name}_{first}" if first else name)
             offset = 0
-            for index, item in zip(group, items):
-                result[index] = packed[offset:offset + len(item)]
+            for item in group:
+                part = packed[offset:offset + len(item)]
+                registered.append(part.as_signed() if item.shape().signed else part)
                 offset += len(item)
-        return result
+
+        def rebuild(value):
+            if value is None or isinstance(value, (Const, str)):
+                return value
+            if isinstance(value, dict):
+                return {key: rebuild(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [rebuild(item) for item in value]
+            return registered[slots[id(value)]]
+
+        return rebuild(live)
 
 
 class Orizuru(wiring.Component):
@@ -938,13 +944,17 @@ class Orizuru(wiring.Component):
     def _follow(self, m, bits, name):
         """Index of the root's winner: follow the node bits down, one bit per level.
 
-        Pure wiring and one bit-select per level; returned as an expression (named
-        intermediate signals would only be kept by Yosys as unread aliases).
+        Pure wiring and one bit-select per level. Every level's offset is a named signal:
+        Amaranth lowers each statement's expression on its own, and the offset is used twice
+        per level (select and concatenation), so an expression would be emitted 2**levels
+        times in every statement that reads the index.
         """
         offset = bits[1]                   # position within the level below the root
         for level in range(1, self.levels):
             level_bits = Cat(bits[(1 << level) + o] for o in range(1 << level))
-            offset = Cat(level_bits.bit_select(offset, 1), offset)
+            named = Signal(level + 1, name=f"{name}_offset_{level}")
+            m.d.comb += named.eq(Cat(level_bits.bit_select(offset, 1), offset))
+            offset = named
         return offset
 
     def _maintain(self, m, name, bits, popped, leaves, avail, rule, pop):
@@ -1215,9 +1225,28 @@ class Orizuru(wiring.Component):
             siblings.append(sibling)
             if height < levels:
                 first = n >> height
-                level = [_select(bits[first + offset], level[2 * offset + 1], level[2 * offset])
+                level = [self._named(m, f"{prefix}_h{height}_{offset}",
+                                     _select(bits[first + offset], level[2 * offset + 1],
+                                             level[2 * offset]))
                          for offset in range(first)]
         return siblings
+
+    @staticmethod
+    def _named(m, prefix, entry):
+        """``entry`` with every field a named signal. Amaranth lowers each statement's
+        expression on its own: a multiplexer tree left as expressions is emitted again in
+        every statement that reads it (here every level's sibling multiplexer and the level
+        above), a named signal once."""
+        named = {}
+        for field, value in entry.items():
+            if value is None:
+                named[field] = None
+                continue
+            value = Value.cast(value)
+            signal = Signal(len(value), name=f"{prefix}_{field}")
+            m.d.comb += signal.eq(value)
+            named[field] = signal
+        return named
 
     @staticmethod
     def _write_path_bit(m, writes, height, bit, prefix):

@@ -270,8 +270,15 @@ class OrizuruSortnet(wiring.Component):
         def resolve(symbol):
             if symbol not in value:
                 swap, a, b, is_high = fresh[symbol]
-                # low = b if swapped else a; high = a if swapped else b.
-                value[symbol] = Mux(swap, a, b) if is_high else Mux(swap, b, a)
+                # low = b if swapped else a; high = a if swapped else b. A named signal:
+                # Amaranth lowers every statement's expression on its own, so an unnamed
+                # multiplexer would be emitted again inside every later expression that uses
+                # it, and a network's expressions reconverge (both outputs of a comparator
+                # use both inputs): without names the Verilog grows exponentially in the
+                # levels between two cuts.
+                element = Signal(16 + self.index_bits, name=f"e{symbol}")
+                m.d.comb += element.eq(Mux(swap, a, b) if is_high else Mux(swap, b, a))
+                value[symbol] = element
             return value[symbol]
 
         last_use = {}

@@ -4,7 +4,7 @@ Amaranth's simulator."""
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hdl.arith import at_least, or_tree
+from hdl.arith import at_least, one_hot_wires, or_tree
 
 
 def _settle(values, outputs, cases):
@@ -44,3 +44,29 @@ def test_or_tree_is_the_bitwise_or_of_any_count():
         for x in case:
             expected.append(expected[-1] | x)
         assert row == expected, case
+
+
+def test_one_hot_wires_decodes_every_value():
+    # Widths with one chunk, several whole chunks and a short top chunk (10 = 4 + 4 + 2 bits).
+    m = Module()
+    cases = [(1, 4), (3, 4), (5, 2), (8, 4), (10, 4)]
+    values = [Signal(width, name=f"v{width}_{chunk}") for width, chunk in cases]
+    decoded = [one_hot_wires(m, value, name=f"d{width}_{chunk}", chunk_bits=chunk)
+               for value, (width, chunk) in zip(values, cases)]
+    zero_width = one_hot_wires(m, Signal(0), name="d0")
+    seen = {}
+
+    async def bench(ctx):
+        seen["zero"] = ctx.get(zero_width)
+        for value, out, (width, _) in zip(values, decoded, cases):
+            seen[width] = []
+            for v in range(1 << width):
+                ctx.set(value, v)
+                seen[width].append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["zero"] == 1            # a zero-width index has one value
+    for width, _ in cases:
+        assert seen[width] == [1 << v for v in range(1 << width)], width

@@ -127,6 +127,13 @@ BENCH_CONFIGS = [
                  500, id="ik-6in-4bins"),
     pytest.param({"n_inputs": 7, "idx_bits": 5, "mode": "ik", "weight_bits": 2}, 300,
                  id="ik-7in-32bins"),
+    # Above 8 index bits the bins are built in parts of 256 (one shared Verilog module): the
+    # largest bins in each bank variant and mode (few reductions: each reads out 512 or 1024).
+    pytest.param({"n_inputs": 5, "idx_bits": 10, "max_len": 20}, 12, id="kk-5in-1024bins"),
+    pytest.param({"n_inputs": 6, "idx_bits": 9, "mode": "ik", "weight_bits": 3, "max_len": 9,
+                  "pipeline": 0}, 12, id="ik-6in-512bins-pipeline0"),
+    pytest.param({"n_inputs": 7, "idx_bits": 10, "mode": "ik", "weight_bits": 4, "banks": 1},
+                 12, id="ik-7in-1024bins-banks1"),
 ]
 
 
@@ -175,6 +182,33 @@ def test_bench_fails_on_broken_rtl(mutation):
     with pytest.raises(BenchFailure):
         run_testbench("kllm_idx_counter", MUTANT_PARAMS,
                       extra_env={"QLLM_REDUCTIONS": 50, "QLLM_COLUMNS": 1}, mutation=mutation)
+
+
+# Above 8 index bits (parts of 256 bins, kllm_idx_counter_bins* instantiated 4 times): 5 lanes
+# of 10 bits, 36 predecode lines each (16 + 16 + 4; the top chunk's line selects the part).
+SLICED_MUTANT_PARAMS = {"n_inputs": 5, "idx_bits": 10, "max_len": 20}
+
+
+def _part1_selects_lane0_of_part0(text):
+    """Part 1 (bins 256..511) takes lane 0's top-chunk line of part 0: lane 0's indices in bins
+    0..255 are counted in 256..511 too, and those in 256..511 are not counted."""
+    return edit_site(text, r"beat_lines\[33\] \}\)", "beat_lines[32] })")
+
+
+def _readout_chain_broken(text):
+    """Part 1's bank shifts in zeros instead of part 2's bin 0: bins 512..1023 read out as 0."""
+    return edit_site(text, r"\.shift_in\((\\shift_in\$\d+) \)", ".shift_in(13'h0)",
+                     sites=None)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mutation", [("select", _part1_selects_lane0_of_part0),
+                                      ("chain", _readout_chain_broken)],
+                         ids=["part-select", "readout-chain"])
+def test_bench_fails_on_broken_parts(mutation):
+    with pytest.raises(BenchFailure):
+        run_testbench("kllm_idx_counter", SLICED_MUTANT_PARAMS,
+                      extra_env={"QLLM_REDUCTIONS": 4, "QLLM_COLUMNS": 1}, mutation=mutation)
 
 
 # --- synthesis -------------------------------------------------------------------------------

@@ -124,6 +124,11 @@ async def directed_reductions(dut):
     r.add(r.rng.integers(0, top + 1, 2 * n), np.zeros(2 * n, bool), weights(2 * n))  # all masked
     r.add(np.full(2 * n + 1, top), ones(2 * n + 1), weights(2 * n + 1))  # one index everywhere
     r.add([0], [True], [half - 1] if r.ik else None)  # a single entry
+    # Lanes of one group with equal low index bits and different top bits (above 8 index bits
+    # the bins are built in parts of 256 selected by the top bits): distinct indices.
+    quarter = (top + 1) // 4 or 1
+    spread = (7 + (np.arange(4 * n) % 4) * quarter) % (top + 1)
+    r.add(spread, ones(4 * n), weights(4 * n))
     if r.ik:
         r.add(np.full(n, 1), ones(n), np.full(n, half - 1))  # largest positive weights
         r.add(np.full(n, 2), ones(n), np.full(n, -half))  # most negative weights
