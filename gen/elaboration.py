@@ -43,6 +43,8 @@ CASES = {
          "max_len": (1 << 24) - 1},
         {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8, "banks": 1},
         {"n_inputs": 64, "idx_bits": 10, "mode": "ik", "weight_bits": 8, "pipeline": 0},
+        # Two parts of 256 bins (9 index bits).
+        {"n_inputs": 64, "idx_bits": 9, "mode": "ik", "weight_bits": 8},
     ],
     "orizuru": [
         {"n": 256, "k": 2},
@@ -52,6 +54,9 @@ CASES = {
         {"n": 1024, "k": 64, "pipeline": 0},
         {"n": 256, "k": 16, "structure": "unrolled"},
         {"n": 1024, "k": 64, "structure": "unrolled"},
+        # The lowest depths: one combinational circuit (the loop, the network).
+        {"n": 1024, "k": 64, "structure": "unrolled", "pipeline": 0},
+        {"n": 1024, "k": 64, "structure": "scan", "pipeline": 0},
         # The composition of 16-input units (the default above n = 1024): the largest n and k,
         # the lowest depth, and at n = 1024 beside the single tree.
         {"n": 4096, "k": 64},
@@ -65,6 +70,7 @@ CASES = {
         {"n": 1024, "k": 2},
         {"n": 256, "k": 16},
         {"n": 1024, "k": 64},
+        {"n": 1024, "k": 64, "pipeline": 0},
     ],
     "oaken_decomposer": [
         {"lanes": 64, "data_bits": 32},

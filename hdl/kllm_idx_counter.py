@@ -117,6 +117,9 @@ class KllmIdxCounter(wiring.Component):
     that bit k of every bin's partial sum is the OR of the planes of the lanes whose carried
     weight has bit k set. Stage registers, accumulators and readout bank are packed signals.
     The per-bin adder tree above the 4-lane groups, the cuts and the control are as before.
+    Above 8 index bits the bins are built in parts of 256 (:class:`_Bins`, one per value of
+    the top index chunk), the same circuit emitted once as a Verilog module
+    (:attr:`shared_modules`) and instantiated 2 or 4 times.
 
     Members
     -------
