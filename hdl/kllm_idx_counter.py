@@ -218,17 +218,12 @@ class KllmIdxCounter(wiring.Component):
                               hold=busy if self.banks == 1 else None)
         # Bubbles (i.valid low) enter with an all-zero mask.
         mask = Mux(self.i.valid, self.i.payload.mask, 0)
-        # The four blocks of the paper's counter. With `keep_blocks` (the area split of
-        # docs/units/kllm_idx_counter.md) they are submodules, synthesized with their hierarchy
-        # kept; the front's valid chain and clock enable stay at the top. Otherwise one module:
-        # ports of millions of bits between submodules cost Amaranth more time than the logic.
-        if self.keep_blocks:
-            m.submodules.decode = dec = Module()
-            m.submodules.bit_counters = btc = Module()
-            m.submodules.accumulation = accm = Module()
-            m.submodules.readout = rd = Module()
-        else:
-            dec = btc = accm = rd = m
+        # The four blocks of the paper's counter (the accumulation lives in the bins). With
+        # `keep_blocks` (the area split of docs/units/kllm_idx_counter.md) they are
+        # submodules, synthesized with their hierarchy kept; the front's valid chain and clock
+        # enable stay at the top. Otherwise one module: ports of millions of bits between
+        # submodules cost Amaranth more time than the logic.
+        dec, btc, rd = _blocks(m, self.keep_blocks, ("decode", "bit_counters", "readout"))
 
         # The construction below works on whole vectors rather than single bits, so that the
         # netlist has few, wide operations (elaboration time; SPEC section 0 via issue 15):
@@ -474,6 +469,18 @@ class KllmIdxCounter(wiring.Component):
                 m.d.sync += busy.eq(0)
 
 
+def _blocks(m, keep, names):
+    """The modules of the blocks ``names``: new submodules of ``m`` with ``keep`` (the area
+    split), else ``m`` itself for each."""
+    if not keep:
+        return [m] * len(names)
+    blocks = []
+    for name in names:
+        m.submodules[name] = block = Module()
+        blocks.append(block)
+    return blocks
+
+
 def _net(m, value, name):
     """``value`` as a named combinational signal: Amaranth emits an expression once per use, a
     signal once."""
@@ -600,13 +607,8 @@ class _Bins(wiring.Component):
         m = Module()
         n, sizes, width = c.n_inputs, self.sizes, c.count_bits
         cuts = c.cuts
-        if c.keep_blocks:
-            m.submodules.decode = dec = Module()
-            m.submodules.bit_counters = btc = Module()
-            m.submodules.accumulation = accm = Module()
-            m.submodules.readout = rd = Module()
-        else:
-            dec = btc = accm = rd = m
+        dec, btc, accm, rd = _blocks(m, c.keep_blocks,
+                                     ("decode", "bit_counters", "accumulation", "readout"))
 
         def stage(value, name, module):
             register = Signal.like(Value.cast(value), name=name, reset_less=True)
