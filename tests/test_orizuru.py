@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from gen.verilog import convert
 from golden.orizuru import orizuru_beats, total_order_key
 from hdl.fp16 import Fp16TotalOrderCompare
 from hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
@@ -186,7 +187,6 @@ def test_units_cycles_per_vector(n, k, pipeline, cycles):
 def test_units_verilog_has_no_zero_width_wires(n, pipeline):
     # Amaranth writes a zero-width signal as [-1:0], which Yosys reads as two bits (an
     # internal assertion in synth_ecp5).
-    from gen.verilog import convert
     text = convert(Orizuru(n=n, k=2, structure="units", pipeline=pipeline), "orizuru")
     assert "[-1:0]" not in text
 
@@ -317,3 +317,12 @@ def test_bench_fails_on_broken_rtl(name, params, edit):
     with pytest.raises(BenchFailure):
         run_testbench("orizuru", params, extra_env={"QLLM_VECTORS": 300},
                       mutation=(name, edit))
+
+
+def test_loop_verilog_grows_linearly_with_n():
+    # The loop (pipeline=0) follows the node bits down from the root; each level's offset is
+    # used twice by the next, so unnamed offsets were emitted 2**levels times in every
+    # statement that reads the popped index (issue 15: 46 MB at n = 256, k = 16).
+    sizes = {n: len(convert(Orizuru(n=n, k=4, structure="unrolled", pipeline=0), "orizuru")) / n
+             for n in (16, 128)}
+    assert sizes[128] < 1.5 * sizes[16], sizes

@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
+from gen.verilog import convert
 from golden.orizuru import orizuru_beats
 from hdl.orizuru_sortnet import (DEFAULT_PIPELINE, MAX_PIPELINE, OrizuruSortnet,
                                  selection_network)
@@ -134,6 +135,20 @@ BENCH_CONFIGS = [
     pytest.param({"n": 8, "k": 8}, 1000, id="n8-k8"),
     pytest.param({"n": 64, "k": 4}, 300, id="n64-k4"),
 ]
+
+
+def test_combinational_network_verilog_grows_with_the_comparators():
+    # Without register cuts every comparator output feeds the next level: an expression that
+    # is not a named signal would be emitted again in every statement that uses it, which
+    # grows exponentially with the levels (issue 15: 0.78 MB at n = 16, k = 8, and Yosys
+    # crashed at n = 32, k = 16). Per comparator the Verilog stays about constant.
+    def bytes_per_comparator(n, k):
+        unit = OrizuruSortnet(n=n, k=k, pipeline=0)
+        return len(convert(unit, "orizuru_sortnet")) / unit.comparators
+
+    small = bytes_per_comparator(16, 8)        # 63 comparators in 10 levels
+    assert small < 2000
+    assert bytes_per_comparator(64, 16) < 2 * small
 
 
 @pytest.mark.sim
