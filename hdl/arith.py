@@ -4,8 +4,21 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
 from .params import check_int
 
-__all__ = ["one_hot_decode", "one_hot_wires", "predecode", "one_hot_from_lines", "adder_tree",
+__all__ = ["named", "one_hot_decode", "one_hot_wires", "predecode", "one_hot_from_lines", "adder_tree",
            "adder_tree_cut", "popcount", "at_least", "or_tree"]
+
+
+def named(m, value, name):
+    """``value`` as a combinational signal of ``m`` named ``name`` (unsigned, as wide).
+
+    Amaranth lowers each statement's expression on its own: an expression that several
+    statements use is emitted once per statement (exponentially often when such uses
+    reconverge along a chain, as in a comparator network), a named signal once.
+    """
+    value = Value.cast(value)
+    signal = Signal(len(value), name=name)
+    m.d.comb += signal.eq(value)
+    return signal
 
 
 def one_hot_decode(value, *, chunk_bits=4):
@@ -32,8 +45,7 @@ def one_hot_wires(m, value, *, name, chunk_bits=4):
     value = Value.cast(value)
     term = None
     for c, chunk in enumerate(predecode(value, chunk_bits=chunk_bits)):
-        lines = Signal(len(chunk), name=f"{name}_line{c}")
-        m.d.comb += lines.eq(Cat(*chunk))
+        lines = named(m, Cat(*chunk), f"{name}_line{c}")
         if term is None:
             term = lines
         else:

@@ -4,10 +4,10 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed, unsigne
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import adder_tree
+from .arith import adder_tree, named
 from .params import check_choice, check_int
 from .shared_modules import SharedModules
-from .stream_stage import SkidBuffer, StallPipeline, check_pipeline
+from .stream_stage import SkidBuffer, StallPipeline, check_pipeline, enabled_register
 
 __all__ = ["KllmIdxCounter", "counter_bits"]
 
@@ -255,8 +255,8 @@ class KllmIdxCounter(wiring.Component):
 
         idx_bits_in = self.i.payload.idx.as_value()
         if "decode" in cuts:
-            idx_bits_in = _net(dec, idx_bits_in, "beat_idx_in")
-            mask = _net(dec, mask, "beat_mask_in")
+            idx_bits_in = named(dec, idx_bits_in, "beat_idx_in")
+            mask = named(dec, mask, "beat_mask_in")
             lines = front.stage(predecoded(idx_bits_in, mask), name="beat_lines", m=dec)
         else:
             idx = front.stage(idx_bits_in, name="beat_idx", m=dec)
@@ -481,19 +481,10 @@ def _blocks(m, keep, names):
     return blocks
 
 
-def _net(m, value, name):
-    """``value`` as a named combinational signal: Amaranth emits an expression once per use, a
-    signal once."""
-    value = Value.cast(value)
-    signal = Signal(len(value), name=name)
-    m.d.comb += signal.eq(value)
-    return signal
-
-
 def _count_planes(m, planes, name):
     """Bit planes (least significant first) of the number of set planes among up to 4 one-bit
     ``planes``, bin by bin: a 4:3 counter on whole vectors (combinational)."""
-    net = _net
+    net = named
     if len(planes) == 1:
         return planes
     if len(planes) == 2:
@@ -532,7 +523,7 @@ def _carried_weights(m, lines, weights, lanes, sizes, weight_bits, name):
             lo_a, lo_b = a * line_bits + base, b * line_bits + base
             terms.append((lines[lo_a:lo_a + size] & lines[lo_b:lo_b + size]).any())
             base += size
-        return _net(m, Cat(*terms).all(), f"{name}_eq{a}_{b}")
+        return named(m, Cat(*terms).all(), f"{name}_eq{a}_{b}")
 
     weight = {lane: weights[lane * wb:(lane + 1) * wb].as_signed() for lane in lanes}
     eq = {(a, b): same_index(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1:]}
@@ -611,10 +602,7 @@ class _Bins(wiring.Component):
                                      ("decode", "bit_counters", "accumulation", "readout"))
 
         def stage(value, name, module):
-            register = Signal.like(Value.cast(value), name=name, reset_less=True)
-            with module.If(self.ce):
-                module.d.sync += register.eq(value)
-            return register
+            return enabled_register(module, Value.cast(value), self.ce, name=name)
 
         # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
         # selects, built chunk by chunk from the least significant: the one-hot over the bins
@@ -630,7 +618,7 @@ class _Bins(wiring.Component):
                 base += size
             if self.sliced:
                 term = Mux(self.select[lane], term, 0)
-            planes.append(_net(dec, term, f"plane_{lane}"))
+            planes.append(named(dec, term, f"plane_{lane}"))
 
         # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
         # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
@@ -651,7 +639,7 @@ class _Bins(wiring.Component):
                 for lane, value in zip(lanes, carried):
                     chosen = Mux(value[k], planes[lane], 0)
                     bit = chosen if bit is None else bit | chosen
-                out.append(_net(btc, bit, f"g{g}_s{k}"))
+                out.append(named(btc, bit, f"g{g}_s{k}"))
             groups.append(out)
         if "partial" in cuts:
             # One register per bit plane (`bins` bits): each bin's partial sums are then plain
@@ -673,7 +661,7 @@ class _Bins(wiring.Component):
         if "accumulate" in cuts:
             packed = stage(packed, "contribution", btc)
         else:
-            packed = _net(btc, packed, "contribution")
+            packed = named(btc, packed, "contribution")
         contributions = [packed[b * step:(b + 1) * step] for b in range(self.bins)]
         if c.mode == "ik":
             contributions = [value.as_signed() for value in contributions]
@@ -682,7 +670,7 @@ class _Bins(wiring.Component):
 
         def sums(base):
             """Every bin's ``base + contribution`` modulo ``2**count_bits``, one signal."""
-            return _net(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
+            return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
                                     for b, contribution in enumerate(contributions))), "sum")
 
         kind = c.bank_kind
@@ -690,7 +678,7 @@ class _Bins(wiring.Component):
             # sum = (fresh ? 0 : acc) + contribution loads the accumulators at every clock
             # enable and, at the end of a reduction, the readout bank.
             readout = Signal(self.bins * width, name="readout", reset_less=True)
-            total = sums(_net(accm, Mux(self.fresh, 0, acc), "acc_or_zero"))
+            total = sums(named(accm, Mux(self.fresh, 0, acc), "acc_or_zero"))
             with accm.If(self.ce):
                 accm.d.sync += acc.eq(total)
             with rd.If(self.load):

@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import one_hot_decode
+from .arith import named, one_hot_decode
 from .fp16 import Fp16TotalOrderCompare, total_order_key, total_order_value
 from .lanes import split_lanes
 from .orizuru_units import elaborate_units, units_cycles_per_vector, units_latency
@@ -163,6 +163,18 @@ def _any(terms):
     return result
 
 
+def _map_state(state, function):
+    """``state`` (nested dicts and lists of values) with ``function`` applied to every value;
+    None, strings and constants pass unchanged."""
+    if state is None or isinstance(state, (Const, str)):
+        return state
+    if isinstance(state, dict):
+        return {key: _map_state(item, function) for key, item in state.items()}
+    if isinstance(state, list):
+        return [_map_state(item, function) for item in state]
+    return function(state)
+
+
 class _Stages:
     """Places the register cuts of the unrolled pipeline on a :class:`StallPipeline`.
 
@@ -187,19 +199,11 @@ class _Stages:
         items, slots = [], {}
 
         def collect(value):
-            if value is None or isinstance(value, (Const, str)):
-                return
-            if isinstance(value, dict):
-                for item in value.values():
-                    collect(item)
-            elif isinstance(value, list):
-                for item in value:
-                    collect(item)
-            elif id(value) not in slots:
+            if id(value) not in slots:
                 slots[id(value)] = len(items)
                 items.append(value)
 
-        collect(live)
+        _map_state(live, collect)
         registered = []
         for first in range(0, len(items), self.GROUP):
             group = [Value.cast(item) for item in items[first:first + self.GROUP]]
@@ -209,17 +213,7 @@ class _Stages:
                 part = packed[offset:offset + len(item)]
                 registered.append(part.as_signed() if item.shape().signed else part)
                 offset += len(item)
-
-        def rebuild(value):
-            if value is None or isinstance(value, (Const, str)):
-                return value
-            if isinstance(value, dict):
-                return {key: rebuild(item) for key, item in value.items()}
-            if isinstance(value, list):
-                return [rebuild(item) for item in value]
-            return registered[slots[id(value)]]
-
-        return rebuild(live)
+        return _map_state(live, lambda value: registered[slots[id(value)]])
 
 
 class Orizuru(wiring.Component):
@@ -952,9 +946,8 @@ class Orizuru(wiring.Component):
         offset = bits[1]                   # position within the level below the root
         for level in range(1, self.levels):
             level_bits = Cat(bits[(1 << level) + o] for o in range(1 << level))
-            named = Signal(level + 1, name=f"{name}_offset_{level}")
-            m.d.comb += named.eq(Cat(level_bits.bit_select(offset, 1), offset))
-            offset = named
+            offset = named(m, Cat(level_bits.bit_select(offset, 1), offset),
+                           f"{name}_offset_{level}")
         return offset
 
     def _maintain(self, m, name, bits, popped, leaves, avail, rule, pop):
@@ -1237,16 +1230,8 @@ class Orizuru(wiring.Component):
         expression on its own: a multiplexer tree left as expressions is emitted again in
         every statement that reads it (here every level's sibling multiplexer and the level
         above), a named signal once."""
-        named = {}
-        for field, value in entry.items():
-            if value is None:
-                named[field] = None
-                continue
-            value = Value.cast(value)
-            signal = Signal(len(value), name=f"{prefix}_{field}")
-            m.d.comb += signal.eq(value)
-            named[field] = signal
-        return named
+        return {field: None if value is None else named(m, value, f"{prefix}_{field}")
+                for field, value in entry.items()}
 
     @staticmethod
     def _write_path_bit(m, writes, height, bit, prefix):

@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import one_hot_wires, or_tree
+from .arith import named, one_hot_wires, or_tree
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
 from .orizuru import stream_layouts
@@ -276,9 +276,8 @@ class OrizuruSortnet(wiring.Component):
                 # it, and a network's expressions reconverge (both outputs of a comparator
                 # use both inputs): without names the Verilog grows exponentially in the
                 # levels between two cuts.
-                element = Signal(16 + self.index_bits, name=f"e{symbol}")
-                m.d.comb += element.eq(Mux(swap, a, b) if is_high else Mux(swap, b, a))
-                value[symbol] = element
+                value[symbol] = named(m, Mux(swap, a, b) if is_high else Mux(swap, b, a),
+                                      f"e{symbol}")
             return value[symbol]
 
         last_use = {}

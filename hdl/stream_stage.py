@@ -78,6 +78,15 @@ def output_register(m, i, o, *, emit=None):
     return load
 
 
+def enabled_register(m, value, enable, *, name):
+    """``value`` registered in ``m`` in the cycles where ``enable`` is high (a ``reset_less``
+    signal of its shape)."""
+    register = Signal.like(value, name=name, reset_less=True)
+    with m.If(enable):
+        m.d.sync += register.eq(value)
+    return register
+
+
 class StallPipeline:
     """Valid chain and common clock enable of a ``latency``-stage pipeline from ``i`` to ``o``.
 
@@ -168,12 +177,9 @@ class StallPipeline:
         """
         if not enable:
             return value
-        m = self.m if m is None else m
         self._count += 1
-        register = Signal.like(value, name=name or f"stage_{self._count}", reset_less=True)
-        with m.If(self.ce):
-            m.d.sync += register.eq(value)
-        return register
+        return enabled_register(self.m if m is None else m, value, self.ce,
+                                name=name or f"stage_{self._count}")
 
     def delay(self, value, cycles, *, name=None):
         """Return ``value`` registered ``cycles`` times at ``ce`` (a delay line; 0: unchanged)."""

@@ -173,17 +173,6 @@ def _stale_ready_prediction(text):
                      r"assign ready_next = \1 ;")
 
 
-@pytest.mark.sim
-@pytest.mark.parametrize("mutation", [("nomask", _ignore_lane0_mask),
-                                      ("short", _readout_one_bin_short),
-                                      ("ready", _stale_ready_prediction)],
-                         ids=["ignores-mask", "short-readout", "stale-ready-prediction"])
-def test_bench_fails_on_broken_rtl(mutation):
-    with pytest.raises(BenchFailure):
-        run_testbench("kllm_idx_counter", MUTANT_PARAMS,
-                      extra_env={"QLLM_REDUCTIONS": 50, "QLLM_COLUMNS": 1}, mutation=mutation)
-
-
 # Above 8 index bits (parts of 256 bins, kllm_idx_counter_bins* instantiated 4 times): 5 lanes
 # of 10 bits, 36 predecode lines each (16 + 16 + 4; the top chunk's line selects the part).
 SLICED_MUTANT_PARAMS = {"n_inputs": 5, "idx_bits": 10, "max_len": 20}
@@ -202,13 +191,20 @@ def _readout_chain_broken(text):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mutation", [("select", _part1_selects_lane0_of_part0),
-                                      ("chain", _readout_chain_broken)],
-                         ids=["part-select", "readout-chain"])
-def test_bench_fails_on_broken_parts(mutation):
+@pytest.mark.parametrize("mutation,params,reductions", [
+    (("nomask", _ignore_lane0_mask), MUTANT_PARAMS, 50),
+    (("short", _readout_one_bin_short), MUTANT_PARAMS, 50),
+    (("ready", _stale_ready_prediction), MUTANT_PARAMS, 50),
+    # Few reductions: each reads out 1024 bins.
+    (("select", _part1_selects_lane0_of_part0), SLICED_MUTANT_PARAMS, 4),
+    (("chain", _readout_chain_broken), SLICED_MUTANT_PARAMS, 4),
+], ids=["ignores-mask", "short-readout", "stale-ready-prediction", "part-select",
+        "readout-chain"])
+def test_bench_fails_on_broken_rtl(mutation, params, reductions):
     with pytest.raises(BenchFailure):
-        run_testbench("kllm_idx_counter", SLICED_MUTANT_PARAMS,
-                      extra_env={"QLLM_REDUCTIONS": 4, "QLLM_COLUMNS": 1}, mutation=mutation)
+        run_testbench("kllm_idx_counter", params,
+                      extra_env={"QLLM_REDUCTIONS": reductions, "QLLM_COLUMNS": 1},
+                      mutation=mutation)
 
 
 # --- synthesis -------------------------------------------------------------------------------
