@@ -62,15 +62,27 @@ CASES = {
         {"n": 4096, "k": 64},
         {"n": 2048, "k": 64, "pipeline": 0},
         {"n": 1024, "k": 64, "structure": "units"},
+        # k = n, the largest k a single tree accepts (the tree's pop counter is all k changes).
+        {"n": 1024, "k": 1024},
+        # The pipelined unrolled circuit (k pops laid out in space) just past k = 2: its state
+        # grows as k x n log2 n (docs/units/orizuru.md, elaboration).
+        {"n": 1024, "k": 3, "structure": "unrolled"},
     ],
     "orizuru_scan": [
         {"n": 1024, "k": 2},
+        {"n": 1024, "k": 3},
     ],
     "orizuru_sortnet": [
         {"n": 1024, "k": 2},
         {"n": 256, "k": 16},
         {"n": 1024, "k": 64},
         {"n": 1024, "k": 64, "pipeline": 0},
+        # Larger k up to a full sort (k = n); k just below n / 2 is the slowest (the root's
+        # two merges keep k of 2k: pruned, one module of about 5,000 comparators).
+        {"n": 1024, "k": 256},
+        {"n": 1024, "k": 511},
+        {"n": 1024, "k": 1024},
+        {"n": 1024, "k": 1024, "pipeline": 0},
     ],
     "oaken_decomposer": [
         {"lanes": 64, "data_bits": 32},

@@ -150,7 +150,7 @@ UNITS = {
         UnitSpec(
             name="orizuru_sortnet",
             factory="hdl.orizuru_sortnet:OrizuruSortnet",
-            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
+            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3, "block_lanes": 64},
             configs={
                 # Orizuru's paper configuration (KLLM Table I), for the report row beside it.
                 "kllm-16": {"n": 16, "k": 2},

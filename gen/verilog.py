@@ -76,14 +76,18 @@ def signal_description(component):
 def convert(component, name):
     """Verilog text of ``component`` as module ``name`` (``emit_src=False``), followed by the
     modules of its shared units (:class:`hdl.shared_modules.SharedModules`, a component's
-    ``shared_modules``), each converted once however many times it is instantiated."""
+    ``shared_modules``), each converted once however many times it is instantiated, in name
+    order; a shared unit may instantiate others (their modules are converted in turn)."""
     shared = getattr(component, "shared_modules", None)
     if shared is not None:
         shared.emit = True
     texts = [verilog.convert(component, name=name, emit_src=False)]
-    if shared is not None:
-        texts += [verilog.convert(module, name=module_name, emit_src=False)
-                  for module_name, module in sorted(shared.modules.items())]
+    converted = set()
+    while shared is not None and set(shared.modules) - converted:
+        for module_name in sorted(set(shared.modules) - converted):
+            texts.append(verilog.convert(shared.modules[module_name], name=module_name,
+                                         emit_src=False))
+            converted.add(module_name)
     return wrap_long_lines("".join(texts))
 
 

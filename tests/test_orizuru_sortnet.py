@@ -7,11 +7,13 @@ import itertools
 
 import numpy as np
 import pytest
+from amaranth.hdl import Fragment
 
 from gen.verilog import convert
 from golden.orizuru import orizuru_beats
-from hdl.orizuru_sortnet import (DEFAULT_PIPELINE, MAX_PIPELINE, OrizuruSortnet,
-                                 selection_network)
+from hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
+                                 OrizuruSortnet, _FullMergeBlock, _is_full_merge,
+                                 selection_blocks, selection_network)
 from verif.orizuru_sim import simulate
 from verif.runner import BenchFailure, edit_site, run_testbench
 
@@ -28,6 +30,9 @@ from verif.runner import BenchFailure, edit_site, run_testbench
     ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
     ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
     ({"pipeline": True}, TypeError, r"pipeline must be an integer, not True"),
+    ({"block_lanes": 1}, ValueError, r"block_lanes must be in range 2\.\.1024, not 1"),
+    ({"block_lanes": 48}, ValueError,
+     r"block_lanes must be a power of two in 2\.\.1024, not 48"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -69,6 +74,72 @@ def test_comparator_count_and_depth(n, k, comparators, depth):
     assert (dut.comparators, dut.depth) == (comparators, depth)
 
 
+def _evaluate_blocks(blocks, values):
+    """Apply :func:`selection_blocks`' networks to ``values`` the way the unit wires them:
+    a first-level block per group of lanes, then one per pair of blocks below; returns the
+    root's ``(bottom, top)``."""
+    lanes, first = blocks[0]
+    groups = []
+    for start in range(0, len(values), lanes):
+        bottom, top = first.evaluate(values[start:start + lanes])
+        groups.append(_block_outputs(first, bottom, top))
+    for _, network in blocks[1:]:
+        results = []
+        for j in range(0, len(groups), 2):
+            bottom, top = network.evaluate(groups[j] + groups[j + 1])
+            results.append(_block_outputs(network, bottom, top))
+        groups = results
+    return bottom, top
+
+
+def _block_outputs(network, bottom, top):
+    """A block's output values in port order: its distinct output symbols, the bottom list's
+    then the top list's new ones (how a parent block sees them)."""
+    value = dict(zip(network.bottom, bottom)) | dict(zip(network.top, top))
+    return [value[s] for s in dict.fromkeys((*network.bottom, *network.top))]
+
+
+@pytest.mark.parametrize("n,k,lanes", [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4),
+                                       (64, 4, 16), (128, 64, 64), (256, 2, 64), (32, 1, 2)])
+def test_blocks_are_the_flat_network(n, k, lanes):
+    """The blocks select what the flat network selects (random distinct values and every 0-1
+    input of 16), with its comparators and its depth, so that the unit built from blocks has
+    the flat network's latency at every ``pipeline``."""
+    blocks = selection_blocks(n, k, lanes)
+    flat = selection_network(n, k)
+    assert [size for size, _ in blocks] == [lanes << j for j in range(len(blocks))]
+    assert blocks[-1][0] == n
+    assert sum(len(net.comparators) * n // size for size, net in blocks) == len(flat.comparators)
+    assert sum(net.depth for _, net in blocks) == flat.depth
+    rng = np.random.default_rng(n * k + lanes)
+    for _ in range(30):
+        values = [int(v) for v in rng.permutation(4 * n)[:n]]
+        ordered = sorted(values)
+        assert _evaluate_blocks(blocks, values) == (ordered[:k], ordered[-k:])
+    if n == 16:
+        for bits in itertools.product((0, 1), repeat=n):
+            ordered = sorted(bits)
+            assert _evaluate_blocks(blocks, list(bits)) == (ordered[:k], ordered[-k:])
+
+
+def test_blocks_only_above_block_lanes():
+    assert OrizuruSortnet(n=DEFAULT_BLOCK_LANES).blocks is None
+    blocked = OrizuruSortnet(n=2 * DEFAULT_BLOCK_LANES, k=3)
+    assert [size for size, _ in blocked.blocks] == [DEFAULT_BLOCK_LANES, 2 * DEFAULT_BLOCK_LANES]
+
+
+@pytest.mark.parametrize("block_lanes", [DEFAULT_BLOCK_LANES, 4])
+def test_every_k_elaborates_at_every_cut(block_lanes):
+    """Every (n, k) up to n = 32 elaborates with cuts: a value read at two levels (an element in
+    both lists of a group feeds a comparator of each merge) stays registered until its
+    deepest use (n = 16, k = 6 raised KeyError at every ``pipeline`` >= 1 before)."""
+    for n in (2, 4, 8, 16, 32):
+        for k in range(1, n + 1):
+            for pipeline in (1, 3):
+                dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline, block_lanes=block_lanes)
+                Fragment.get(dut, None)
+
+
 # --- every pipeline depth, in Amaranth's simulator ------------------------------------------
 
 
@@ -87,26 +158,56 @@ def _vectors(n, count, rng):
     return xs.astype(np.int64)
 
 
-SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 2), (16, 5), (32, 3)]
+SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 2), (16, 5), (16, 6), (32, 3)]
+
+
+#: Networks built from blocks (``block_lanes`` below n): (n, k, block_lanes).
+SIM_BLOCK_CONFIGS = [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4), (32, 16, 4), (32, 13, 4)]
 
 
 @pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
 def test_every_depth_matches_golden_under_backpressure(pipeline):
     rng = np.random.default_rng([pipeline, 7])
-    for n, k in SIM_CONFIGS:
-        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
+    configs = [(n, k, n) for n, k in SIM_CONFIGS] + SIM_BLOCK_CONFIGS
+    for n, k, lanes in configs:
+        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline, block_lanes=lanes)
+        assert (dut.blocks is None) == (lanes == n)
         xs = _vectors(n, 16, rng)
         beats, _ = simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
         expected = orizuru_beats(xs, k)
         for field, values in beats.items():
-            assert values == [int(v) for v in expected[field]], (n, k, field)
+            assert values == [int(v) for v in expected[field]], (n, k, lanes, field)
+
+
+@pytest.mark.parametrize("pipeline", [0, 2, 3])
+def test_full_merges_nested_to_single_comparators(pipeline, monkeypatch):
+    """A full merge is two merges of half its size and a last level (Batcher), down to
+    :attr:`_FullMergeBlock.FLAT_LISTS` elements per list; with 1, every merge of the network
+    is nested down to single comparators (n = 16, k = 16, blocks of 2: merges of 4, 8, 16)."""
+    monkeypatch.setattr(_FullMergeBlock, "FLAT_LISTS", 1)
+    dut = OrizuruSortnet(n=16, k=16, pipeline=pipeline, block_lanes=2)
+    assert all(_is_full_merge(network) for _, network in dut.blocks[1:])
+    assert dut.latency == OrizuruSortnet(n=16, k=16, pipeline=pipeline).latency
+    rng = np.random.default_rng([pipeline, 11])
+    xs = _vectors(16, 8, rng)
+    beats, _ = simulate(dut, xs, rng, valid_probability=0.8, ready_probability=0.7)
+    expected = orizuru_beats(xs, 16)
+    for field, values in beats.items():
+        assert values == [int(v) for v in expected[field]], field
+
+
+def test_full_merge_detection():
+    """Merges of whole sorted lists are full merges; a merge that keeps k of 2k is not."""
+    kinds = [_is_full_merge(network) for _, network in selection_blocks(1024, 256, 64)[1:]]
+    assert kinds == [True, True, True, False]
+    assert not any(_is_full_merge(network) for _, network in selection_blocks(64, 2, 16)[1:])
 
 
 @pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
 def test_every_depth_keeps_k_cycles_per_vector_and_its_latency(pipeline):
     rng = np.random.default_rng(3)
-    for n, k in [(16, 2), (8, 3), (4, 1)]:
-        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline)
+    for n, k, lanes in [(16, 2, 16), (8, 3, 8), (4, 1, 4), (16, 2, 4), (32, 3, 8), (32, 16, 4)]:
+        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline, block_lanes=lanes)
         xs = _vectors(n, 16, rng)
         _, cycles = simulate(dut, xs, rng, valid_probability=1, ready_probability=1)
         assert cycles["o"][0] - cycles["i"][0] == dut.latency
@@ -133,7 +234,10 @@ BENCH_CONFIGS = [
     pytest.param({}, 3000, id="n16-k2"),
     pytest.param({"pipeline": 0}, 2000, id="n16-k2-pipeline0"),
     pytest.param({"n": 8, "k": 8}, 1000, id="n8-k8"),
-    pytest.param({"n": 64, "k": 4}, 300, id="n64-k4"),
+    # Built from blocks (shared Verilog modules): 4 of 16 lanes, then two merge levels.
+    pytest.param({"n": 64, "k": 4, "block_lanes": 16}, 300, id="n64-k4-blocks16"),
+    # Full merges (k = n) nested: merges of 32 and 64 are two half merges and a last level.
+    pytest.param({"n": 64, "k": 64, "block_lanes": 8}, 60, id="n64-k64-blocks8"),
 ]
 
 
