@@ -77,9 +77,10 @@ CASES = {
         {"n": 256, "k": 16},
         {"n": 1024, "k": 64},
         {"n": 1024, "k": 64, "pipeline": 0},
-        # Larger k up to a full sort (k = n); k just below n / 2 is the slowest (the root's
-        # two merges keep k of 2k: pruned, one module of about 5,000 comparators).
-        {"n": 1024, "k": 256},
+        # Larger k up to a full sort (k = n). k = 307: the largest root merge built pruned
+        # (one module of 3,062 comparators; above, the full merge, in halves: see
+        # hdl.orizuru_sortnet.full_merge_outputs), the slowest k.
+        {"n": 1024, "k": 307},
         {"n": 1024, "k": 511},
         {"n": 1024, "k": 1024},
         {"n": 1024, "k": 1024, "pipeline": 0},

@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import named, one_hot_wires
+from .arith import named, one_hot_wires, or_tree
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
 from .orizuru import stream_layouts
@@ -14,9 +14,9 @@ from .params import check_int
 from .shared_modules import SharedModules
 from .stream_stage import StallPipeline, check_pipeline, enabled_register
 
-__all__ = ["OrizuruSortnet", "SelectionNetwork", "selection_network",
-           "selection_blocks", "LEVELS_PER_STAGE", "MAX_PIPELINE", "DEFAULT_PIPELINE",
-           "DEFAULT_BLOCK_LANES"]
+__all__ = ["OrizuruSortnet", "SelectionNetwork", "selection_network", "selection_blocks",
+           "full_merge_network", "full_merge_outputs", "LEVELS_PER_STAGE", "MAX_PIPELINE",
+           "DEFAULT_PIPELINE", "DEFAULT_BLOCK_LANES", "FULL_MERGE_SLACK"]
 
 #: Comparator levels between two register cuts for each ``pipeline`` value (0: the whole
 #: network, one register behind it).
@@ -24,6 +24,10 @@ LEVELS_PER_STAGE = {0: None, 1: 4, 2: 2, 3: 1}
 MAX_PIPELINE = max(LEVELS_PER_STAGE)
 #: The depth that closes timing on ECP5-25F at n = 16, k = 2 (docs/units/orizuru.md).
 DEFAULT_PIPELINE = 3
+#: Largest n x 2k for which the mask is the OR of the 2k indices' one-hot decodes at the last
+#: beat (fewest LUTs at small n and k); above it the mask is gathered over the beats, two
+#: decodes whatever k (2 million ANDs at n = 1024, k = 1024 otherwise).
+DIRECT_MASK_ANDS = 1 << 16
 #: Lanes of the smallest shared block; networks of more lanes are built from blocks
 #: (:func:`selection_blocks`), fewer are flat.
 DEFAULT_BLOCK_LANES = 64
@@ -216,6 +220,35 @@ def _is_full_merge(network):
         return False
     full = full_merge_network(network.n // 2)
     return (network.comparators, _outputs(network)) == (full.comparators, full.bottom)
+
+
+#: A merge block whose inputs are two whole sorted groups is built as the full merge (nested,
+#: fast to elaborate) when that has its levels and at most this many times its comparators.
+FULL_MERGE_SLACK = 3 / 2
+
+
+def full_merge_outputs(child, child_lanes, network):
+    """The positions, among the full merge's ascending outputs, of ``network``'s outputs
+    (:func:`_outputs` order), when the merge block ``network`` (of two blocks ``child`` of
+    ``child_lanes`` lanes) is built as :func:`full_merge_network`; None to build it as it is.
+
+    A child whose outputs are all its lanes (k >= half its lanes) passes them on ascending
+    (its smallest list, then the rest of its largest), so the block's inputs are two sorted
+    lists and the full merge sorts all of them: the k smallest are its first k outputs, the k
+    largest its last k. It is used when it has the block's levels (the latency and the cuts
+    stay the flat network's) and at most :data:`FULL_MERGE_SLACK` times its comparators: near
+    k = n / 2, where the root's pruned merges keep k of 2k and do not split into equal halves
+    (n = 1024, k = 511: 4,609 comparators against 4,608, elaborated in halves)."""
+    if len(_outputs(child)) != child_lanes:
+        return None
+    full = full_merge_network(child_lanes)
+    if (full.depth != network.depth
+            or len(full.comparators) > FULL_MERGE_SLACK * len(network.comparators)):
+        return None
+    total, keep = 2 * child_lanes, len(network.bottom)
+    position = {symbol: j for j, symbol in enumerate(network.bottom)}
+    position.update((symbol, total - keep + j) for j, symbol in enumerate(network.top))
+    return [position[symbol] for symbol in _outputs(network)]
 
 
 #: Values per packed stage register of a comparator network (see :func:`_register_live`).
@@ -434,10 +467,15 @@ class OrizuruSortnet(wiring.Component):
     :func:`selection_blocks`, a first-level block per group of ``block_lanes`` lanes, then a
     merge block per pair of blocks below, each block a :class:`_NetworkBlock` emitted once
     as a Verilog module (:class:`hdl.shared_modules.SharedModules`) and instantiated per
-    group (merges that are the same circuit share one module). The comparators, the levels
-    and the cuts (placed on the flat network's level numbers) are the flat network's, so are
-    the latency and the stage structure; the Verilog is hierarchical and elaborates in a
-    fraction of the flat network's time (n = 1024, k = 64: 21 s against 88 s).
+    group (merges that are the same circuit share one module). The levels and the cuts
+    (placed on the flat network's level numbers) are the flat network's, so are the latency
+    and the stage structure, and so are the comparators except where a merge of two whole
+    sorted groups is built as the full merge (:func:`full_merge_outputs`: at most
+    :data:`FULL_MERGE_SLACK` times that block's comparators, where k >= a quarter of its
+    lanes). A full merge is a :class:`_FullMergeBlock`: two merges of half its size and one
+    level, nested.
+    The Verilog is hierarchical and elaborates in a fraction of the flat network's time
+    (n = 1024, k = 64: 10 s against 88 s).
 
     Output: the last stage holds a vector's 2k results; they leave one beat per cycle, beat j
     with the j-th largest (``max_index``, ``max_value``) and the j-th smallest (``min_index``,
@@ -474,7 +512,8 @@ class OrizuruSortnet(wiring.Component):
     shared_modules : SharedModules
         The blocks' Verilog modules (filled when the generator converts the unit).
     comparators : int
-        Comparators in the network.
+        Comparators built: the network's, or more where a merge block is built as the full
+        merge (above).
     depth : int
         Comparator levels on the longest path.
     latency : int
@@ -511,8 +550,19 @@ class OrizuruSortnet(wiring.Component):
         self.network = selection_network(self.n, self.k)
         self.blocks = (selection_blocks(self.n, self.k, self.block_lanes)
                        if self.n > self.block_lanes else None)
+        # Per block: the full merge's outputs it keeps (built as the full merge), or None.
+        self._full_outputs = [None] + [
+            full_merge_outputs(child, child_size, network)
+            for (child_size, child), (_, network) in zip(self.blocks, self.blocks[1:])
+        ] if self.blocks else None
         self.shared_modules = SharedModules()
-        self.comparators = len(self.network.comparators)
+        if self.blocks is None:
+            self.comparators = len(self.network.comparators)
+        else:
+            self.comparators = sum(
+                (self.n // size) * len(network.comparators if kept is None
+                                       else full_merge_network(size // 2).comparators)
+                for (size, network), kept in zip(self.blocks, self._full_outputs))
         self.depth = self.network.depth
         per_stage = LEVELS_PER_STAGE[self.pipeline] or self.depth
         #: Cycles from a vector's transfer on ``i`` to its first beat being valid on ``o``.
@@ -560,7 +610,7 @@ class OrizuruSortnet(wiring.Component):
         cuts, offset = self._cut_levels(), 0
         outputs = None
         modules = {}     # (network, cuts) -> module name: equal merges above k lanes share one
-        for size, network in self.blocks:
+        for (size, network), kept in zip(self.blocks, self._full_outputs):
             kind = "select" if outputs is None else "merge"
             block_cuts = [level - offset for level in cuts
                           if offset < level <= offset + network.depth]
@@ -569,9 +619,9 @@ class OrizuruSortnet(wiring.Component):
                 groups = [Cat(elements[first:first + size]) for first in range(0, self.n, size)]
             else:
                 groups = [Cat(outputs[j], outputs[j + 1]) for j in range(0, len(outputs), 2)]
-            full = kind == "merge" and _is_full_merge(network)
+            full = kept is not None
             if full:
-                module = _FullMergeBlock.module_name(network.n // 2, width, block_cuts)
+                module = _FullMergeBlock.module_name(size // 2, width, block_cuts)
             else:
                 module = modules.setdefault(
                     (network, tuple(block_cuts)),
@@ -579,13 +629,17 @@ class OrizuruSortnet(wiring.Component):
             outputs = []
             for j, inputs in enumerate(groups):
                 if full:
-                    block = _FullMergeBlock(network.n // 2, width, block_cuts,
-                                            self.shared_modules)
+                    block = _FullMergeBlock(size // 2, width, block_cuts, self.shared_modules)
                 else:
                     block = _NetworkBlock(network, width, block_cuts)
                 self.shared_modules.add(m, f"{kind}{size}_{j}", module, block)
                 m.d.comb += [block.ce.eq(pipe.ce), block.x.eq(inputs)]
-                outputs.append(block.y)
+                if full:
+                    # Named: later slices of a Cat of hundreds of parts would each lower it.
+                    outputs.append(named(m, Cat(block.y[p * width:(p + 1) * width]
+                                                for p in kept), f"{kind}{size}_{j}_kept"))
+                else:
+                    outputs.append(block.y)
         network = self.blocks[-1][1]
         root = {symbol: outputs[0][j * width:(j + 1) * width]
                 for j, symbol in enumerate(_outputs(network))}
@@ -621,18 +675,28 @@ class OrizuruSortnet(wiring.Component):
             # Padded to every value of the counter, so that the multiplexer is a full case.
             return Array(values + values[-1:] * ((1 << len(beat)) - k))[beat]
 
-        max_element, min_element = pick(fields["max"]), pick(fields["min"])
-        max_index = named(m, ~max_element[:bits], "beat_max_index")
-        min_index = named(m, ~min_element[:bits], "beat_min_index")
-        # The mask: the lanes of this beat (two one-hot decodes) and of the vector's beats
-        # before it (a register, cleared with the last beat): two decodes whatever k, where
-        # decoding all 2k indices at the last beat costs n x 2k ANDs (2 million at n = 1024,
-        # k = 1024).
-        beat_lanes = Signal(n, name="beat_lanes")
-        m.d.comb += beat_lanes.eq(one_hot_wires(m, max_index, name="beat_max_decoded")
-                                  | one_hot_wires(m, min_index, name="beat_min_decoded"))
-        reported = beat_lanes
-        if k > 1:
+        if 2 * k * n <= DIRECT_MASK_ANDS:
+            # The mask: an OR of the 2k reported indices' one-hot decodes (n x 2k small ANDs,
+            # where comparing every lane with every index costs n x 2k comparators).
+            indices = {side: [~element[:bits] for element in fields[side]] for side in fields}
+            reported = Signal(n, name="reported")
+            decoded = [one_hot_wires(m, index, name=f"{side}_{j}_decoded")
+                       for side in indices for j, index in enumerate(indices[side])]
+            m.d.comb += reported.eq(or_tree(decoded))
+            max_element, min_element = pick(fields["max"]), pick(fields["min"])
+            max_index, min_index = ~max_element[:bits], ~min_element[:bits]
+        else:
+            # Named: a k-way multiplexer read by several expressions (the index, the value's
+            # conversion) is emitted once.
+            max_element = named(m, pick(fields["max"]), "beat_max")
+            min_element = named(m, pick(fields["min"]), "beat_min")
+            max_index = named(m, ~max_element[:bits], "beat_max_index")
+            min_index = named(m, ~min_element[:bits], "beat_min_index")
+            # The mask gathered over the beats: the lanes of this beat (two one-hot decodes)
+            # and of the vector's beats before it (a register, cleared with the last beat).
+            beat_lanes = Signal(n, name="beat_lanes")
+            m.d.comb += beat_lanes.eq(one_hot_wires(m, max_index, name="beat_max_decoded")
+                                      | one_hot_wires(m, min_index, name="beat_min_decoded"))
             sent = Signal(n, name="reported_before")
             with m.If(self.o.valid & self.o.ready):
                 m.d.sync += sent.eq(Mux(last, 0, sent | beat_lanes))

@@ -11,9 +11,11 @@ from amaranth.hdl import Fragment
 
 from gen.verilog import convert
 from golden.orizuru import orizuru_beats
+from hdl import orizuru_sortnet as sortnet
 from hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
-                                 OrizuruSortnet, _FullMergeBlock, _is_full_merge,
-                                 selection_blocks, selection_network)
+                                 FULL_MERGE_SLACK, OrizuruSortnet, _FullMergeBlock,
+                                 _is_full_merge, full_merge_network, selection_blocks,
+                                 selection_network)
 from verif.orizuru_sim import simulate
 from verif.runner import BenchFailure, edit_site, run_testbench
 
@@ -74,29 +76,40 @@ def test_comparator_count_and_depth(n, k, comparators, depth):
     assert (dut.comparators, dut.depth) == (comparators, depth)
 
 
-def _evaluate_blocks(blocks, values):
+def _evaluate_blocks(blocks, values, full_outputs=None):
     """Apply :func:`selection_blocks`' networks to ``values`` the way the unit wires them:
-    a first-level block per group of lanes, then one per pair of blocks below; returns the
-    root's ``(bottom, top)``."""
+    a first-level block per group of lanes, then one per pair of blocks below; a block with
+    ``full_outputs`` (the unit's plan, :func:`full_merge_outputs`) is the full merge of its
+    inputs, those of its outputs kept. Returns the root's ``(smallest k, largest k)``."""
+    full_outputs = full_outputs or [None] * len(blocks)
     lanes, first = blocks[0]
     groups = []
     for start in range(0, len(values), lanes):
         bottom, top = first.evaluate(values[start:start + lanes])
         groups.append(_block_outputs(first, bottom, top))
-    for _, network in blocks[1:]:
+    for (size, network), kept in zip(blocks[1:], full_outputs[1:]):
         results = []
         for j in range(0, len(groups), 2):
-            bottom, top = network.evaluate(groups[j] + groups[j + 1])
-            results.append(_block_outputs(network, bottom, top))
+            if kept is None:
+                bottom, top = network.evaluate(groups[j] + groups[j + 1])
+                results.append(_block_outputs(network, bottom, top))
+            else:
+                merged, _ = full_merge_network(size // 2).evaluate(groups[j] + groups[j + 1])
+                results.append([merged[p] for p in kept])
         groups = results
-    return bottom, top
+    root = dict(zip(_outputs_of(blocks[-1][1]), groups[0]))
+    return ([root[s] for s in blocks[-1][1].bottom], [root[s] for s in blocks[-1][1].top])
+
+
+def _outputs_of(network):
+    return list(dict.fromkeys((*network.bottom, *network.top)))
 
 
 def _block_outputs(network, bottom, top):
     """A block's output values in port order: its distinct output symbols, the bottom list's
     then the top list's new ones (how a parent block sees them)."""
     value = dict(zip(network.bottom, bottom)) | dict(zip(network.top, top))
-    return [value[s] for s in dict.fromkeys((*network.bottom, *network.top))]
+    return [value[s] for s in _outputs_of(network)]
 
 
 @pytest.mark.parametrize("n,k,lanes", [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4),
@@ -120,6 +133,33 @@ def test_blocks_are_the_flat_network(n, k, lanes):
         for bits in itertools.product((0, 1), repeat=n):
             ordered = sorted(bits)
             assert _evaluate_blocks(blocks, list(bits)) == (ordered[:k], ordered[-k:])
+
+
+@pytest.mark.parametrize("n,k,lanes", [(8, 3, 4), (16, 6, 4), (16, 7, 8), (32, 13, 4),
+                                       (32, 10, 2), (1024, 511, 64), (1024, 400, 64)])
+def test_merges_built_as_full_merges(n, k, lanes):
+    """Where the unit builds a merge block as the full merge of two whole sorted groups and
+    keeps the outputs needed, it selects what the flat network selects (every 0/1 input up to
+    n = 16, random distinct values), has the flat network's depth (so its latency), and at most
+    FULL_MERGE_SLACK times that block's comparators."""
+    dut = OrizuruSortnet(n=n, k=k, block_lanes=lanes)
+    flat = OrizuruSortnet(n=n, k=k, block_lanes=n)
+    assert dut.latency == flat.latency
+    plan = list(zip(dut.blocks, dut._full_outputs))
+    assert any(kept is not None and not _is_full_merge(net) for (_, net), kept in plan)
+    for (size, network), kept in plan:
+        if kept is not None:
+            full = full_merge_network(size // 2)
+            assert full.depth == network.depth
+            assert len(full.comparators) <= FULL_MERGE_SLACK * len(network.comparators)
+    assert dut.comparators >= len(dut.network.comparators) - 1   # k = 511: one fewer
+    inputs = ([list(bits) for bits in itertools.product((0, 1), repeat=n)] if n <= 16 else [])
+    rng = np.random.default_rng(n + k)
+    inputs += [[int(v) for v in rng.permutation(4 * n)[:n]] for _ in range(20)]
+    for values in inputs:
+        ordered = sorted(values)
+        assert _evaluate_blocks(dut.blocks, values, dut._full_outputs) == (ordered[:k],
+                                                                          ordered[-k:])
 
 
 def test_blocks_only_above_block_lanes():
@@ -162,7 +202,9 @@ SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 2), (16, 5), (16, 6)
 
 
 #: Networks built from blocks (``block_lanes`` below n): (n, k, block_lanes).
-SIM_BLOCK_CONFIGS = [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4), (32, 16, 4), (32, 13, 4)]
+#: (16, 6, 4), (32, 13, 4): a merge built as the full merge, the outputs needed kept.
+SIM_BLOCK_CONFIGS = [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4), (32, 16, 4), (32, 13, 4),
+                     (16, 6, 4)]
 
 
 @pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
@@ -194,6 +236,22 @@ def test_full_merges_nested_to_single_comparators(pipeline, monkeypatch):
     expected = orizuru_beats(xs, 16)
     for field, values in beats.items():
         assert values == [int(v) for v in expected[field]], field
+
+
+@pytest.mark.parametrize("pipeline", range(MAX_PIPELINE + 1))
+def test_mask_gathered_over_the_beats(pipeline, monkeypatch):
+    """Above DIRECT_MASK_ANDS (n x 2k) the mask is gathered over the beats (two decodes and a
+    register) instead of decoding all 2k indices at the last beat; forced here at small n,
+    with k = 1 (every beat the last), under backpressure on both streams."""
+    monkeypatch.setattr(sortnet, "DIRECT_MASK_ANDS", 0)
+    rng = np.random.default_rng([pipeline, 13])
+    for n, k, lanes in [(16, 2, 16), (8, 8, 8), (16, 1, 16), (16, 5, 4)]:
+        dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline, block_lanes=lanes)
+        xs = _vectors(n, 12, rng)
+        beats, _ = simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
+        expected = orizuru_beats(xs, k)
+        for field, values in beats.items():
+            assert values == [int(v) for v in expected[field]], (n, k, field)
 
 
 def test_full_merge_detection():
