@@ -12,11 +12,12 @@ import argparse
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpga.tools import unique
 from fpga.yosys import TARGETS, SynthError, SynthResult, synth
 
 __all__ = [
@@ -99,7 +100,7 @@ def find_units(verilog_dir: Path, names: Sequence[str] = ()) -> list[Unit]:
             f"unit(s) not generated: {', '.join(missing)} (no such .v in {verilog_dir}); "
             f"generated units: {', '.join(generated)}"
         )
-    selected = _unique(names) if names else generated
+    selected = unique(names) if names else generated
     return [_load_unit(verilog_dir / f"{name}.v") for name in selected]
 
 
@@ -208,7 +209,7 @@ def area_table(
 ) -> str:
     """Markdown table: one row per (unit, target), one column per metric name ("-" where a
     target has no such metric)."""
-    metric_columns = _unique(metric for target in targets for metric in TARGETS[target].metrics)
+    metric_columns = unique(metric for target in targets for metric in TARGETS[target].metrics)
     header = ["unit", "params", "target", *metric_columns]
     rows = [
         "| " + " | ".join(header) + " |",
@@ -376,6 +377,3 @@ def _manifest_problems(manifest, expected_unit: str) -> list[str]:
 def _markdown_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

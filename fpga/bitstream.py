@@ -87,7 +87,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -100,7 +99,8 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from fpga.fmax import FmaxError, nextpnr_report, over_capacity
+from fpga.nextpnr import FmaxError, nextpnr_report, over_capacity_text
+from fpga.tools import find_tool
 from gen.registry import UNITS, parse_assignment, resolve_params
 from gen.verilog import port_description
 from hdl.params import check_int
@@ -623,23 +623,12 @@ class BitstreamResult:
         return self.clock_hz / self.divisor
 
 
-def _find_tool(name: str) -> str:
-    beside_interpreter = Path(sys.executable).parent / name
-    if beside_interpreter.is_file():
-        return str(beside_interpreter)
-    on_path = shutil.which(name)
-    if on_path is None:
-        raise BitstreamError(f"{name} not found beside {sys.executable} nor on PATH; "
-                             f"install it with `pip install {name}`")
-    return on_path
-
-
 def tool_environment(board: Board) -> dict:
     """``os.environ`` with the board's tool variables pointing at the YoWASP executables
     (variables already set are kept)."""
     env = dict(os.environ)
     for variable, tool in board.tools:
-        env.setdefault(variable, _find_tool(tool))
+        env.setdefault(variable, str(find_tool(tool, BitstreamError)))
     return env
 
 
@@ -732,7 +721,8 @@ def _failure_message(board: Board, unit: str, run_dir: Path, completed) -> str:
     if stage != "nextpnr":
         return (f"{stage} failed (exit code {completed.returncode}) building {unit} for "
                 f"{board.name}:\n{quoted}\n{logs}")
-    over = _over_utilized(run_dir / f"{unit}.tim")
+    log = run_dir / f"{unit}.tim"
+    over = over_capacity_text(log.read_text(errors="replace")) if log.is_file() else ""
     if over or any(key in text for key in ("no bels remaining", "unable to place")):
         usage = f" (needs {over})" if over else ""
         return (f"{unit} does not fit the {board.name} board's FPGA{usage}; nextpnr says:\n"
@@ -744,16 +734,8 @@ def _failure_message(board: Board, unit: str, run_dir: Path, completed) -> str:
     return f"nextpnr failed building {unit} for {board.name}:\n{quoted}\n{logs}"
 
 
-def _over_utilized(log: Path) -> str:
-    """``"ICESTORM_LC 9596/5280 (182%)"`` for every bel type nextpnr's log shows over 100 %."""
-    if not log.is_file():
-        return ""
-    return ", ".join(f"{bel} {used}/{available} ({used / available:.0%})"
-                     for bel, used, available in over_capacity(log.read_text(errors="replace")))
-
-
 def _read_report(path: Path) -> tuple[dict, dict]:
-    """Clocks and the used bel types of nextpnr's report (see `fpga.fmax.nextpnr_report`)."""
+    """Clocks and the used bel types of nextpnr's report (see `fpga.nextpnr.nextpnr_report`)."""
     try:
         fmax, utilization = nextpnr_report(path)
     except FmaxError as error:

@@ -63,6 +63,8 @@ from fpga.area import (
     remove_reports,
     write_reports,
 )
+from fpga.nextpnr import FmaxError, FmaxTimeout, nextpnr_report
+from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
 from fpga.yosys import SynthError, find_yosys, yosys_version
 
 __all__ = [
@@ -74,8 +76,6 @@ __all__ = [
     "WrapperPorts",
     "fmax_run",
     "main",
-    "nextpnr_report",
-    "over_capacity",
     "unit_ports",
     "wrapper_verilog",
     "xor_tree_widths",
@@ -92,17 +92,6 @@ SEED = 1
 
 TARGET_FREQUENCY_MHZ = 12
 """Frequency goal given to nextpnr; the achieved Fmax is reported whatever it is."""
-
-LOG_TAIL_LINES = 25
-
-
-class FmaxError(RuntimeError):
-    """A run failed, or its report is missing or has no Fmax; quotes the log tail."""
-
-
-class FmaxTimeout(FmaxError):
-    """Yosys or nextpnr did not finish within the run's time limit."""
-
 
 @dataclass(frozen=True)
 class FmaxTarget:
@@ -415,7 +404,7 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
         _run([str(find_yosys()), "-q", "-l", "yosys.log", "-s", "yosys.ys"],
              run_dir, "yosys", run_dir / "yosys.log", timeout_s)
     if not (run_dir / "net.json").is_file():
-        raise FmaxError(f"yosys wrote no net.json{_log_tail(run_dir / 'yosys.log')}")
+        raise FmaxError(f"yosys wrote no net.json{log_tail(run_dir / 'yosys.log')}")
     nextpnr_command = [
         str(_find_tool(spec.nextpnr)), *spec.nextpnr_options,
         "--json", "net.json", "--report", "report.json", "--log", "nextpnr.log",
@@ -436,41 +425,6 @@ def script_text(spec: FmaxTarget, unit: Unit) -> str:
     return "\n".join(script) + "\n"
 
 
-def nextpnr_report(path: Path, log: Path | None = None
-                   ) -> tuple[dict[str, tuple[float, float | None]], dict[str, tuple[int, int]]]:
-    """Clocks and utilization of a nextpnr ``--report`` file.
-
-    Returns
-    -------
-    fmax : dict of str to (float, float or None)
-        Clock net -> (achieved MHz, constrained MHz).
-    utilization : dict of str to (int, int)
-        Bel type -> (used, available).
-
-    Raises
-    ------
-    FmaxError
-        If the report is missing, not JSON, or has no Fmax entry (quoting `log`'s tail).
-    """
-    tail = _log_tail(log) if log else ""
-    if not Path(path).is_file():
-        raise FmaxError(f"nextpnr wrote no {Path(path).name}{tail}")
-    try:
-        report = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise FmaxError(f"{Path(path).name} is not JSON ({error}){tail}") from error
-    clocks = report.get("fmax") or {}
-    fmax = {name: (float(entry["achieved"]), entry.get("constraint"))
-            for name, entry in clocks.items()
-            if isinstance(entry, dict) and isinstance(entry.get("achieved"), (int, float))}
-    if not fmax:
-        raise FmaxError(f"{Path(path).name} has no fmax entry (clocks: {list(clocks)}){tail}")
-    utilization = {bel: (int(entry.get("used", 0)), int(entry.get("available", 0)))
-                   for bel, entry in (report.get("utilization") or {}).items()
-                   if isinstance(entry, dict)}
-    return fmax, utilization
-
-
 def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
                 ) -> tuple[float, dict[str, int]]:
     """Achieved Fmax of the clock (MHz) and used resources per report column of `spec`.
@@ -489,26 +443,8 @@ def read_report(path: Path, spec: FmaxTarget, log: Path | None = None
     return float(fmax_mhz), resources
 
 
-_UTILIZATION_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
-
-
-def over_capacity(nextpnr_log: str) -> list[tuple[str, int, int]]:
-    """``(bel type, used, available)`` for every bel type that nextpnr's "Device
-    utilisation" lines show over 100 % (the design does not fit)."""
-    return [(bel, int(used), int(available))
-            for bel, used, available in _UTILIZATION_LINE.findall(nextpnr_log)
-            if int(available) and int(used) > int(available)]
-
-
 def _find_tool(name: str) -> Path:
-    beside_interpreter = Path(sys.executable).parent / name
-    if beside_interpreter.is_file():
-        return beside_interpreter
-    on_path = shutil.which(name)
-    if on_path is None:
-        raise FmaxError(f"{name} not found beside {sys.executable} nor on PATH; "
-                        f"install it with `pip install {name}`")
-    return Path(on_path)
+    return find_tool(name, FmaxError)
 
 
 def _run(command: list[str], cwd: Path, tool: str, log: Path,
@@ -517,25 +453,18 @@ def _run(command: list[str], cwd: Path, tool: str, log: Path,
         completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
                                    timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as timeout:
-        raise FmaxTimeout(f"{tool} timed out after {timeout_s} s{_log_tail(log)}") from timeout
+        raise FmaxTimeout(f"{tool} timed out after {timeout_s} s{log_tail(log)}") from timeout
     if completed.returncode != 0:
         stderr_tail = "\n".join(completed.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
-        raise FmaxError(f"{tool} exited with code {completed.returncode}{_log_tail(log)}"
+        raise FmaxError(f"{tool} exited with code {completed.returncode}{log_tail(log)}"
                         f"\nstandard error:\n{stderr_tail}")
-
-
-def _log_tail(log: Path) -> str:
-    if not log.is_file():
-        return f" ({log.name} was not written)"
-    lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
-    return f"\nlast lines of {log.name}:\n" + "\n".join(lines)
 
 
 def tool_versions(targets: Sequence[str]) -> list[str]:
     """Versions of Yosys and the nextpnr tools of `targets`; also compiles each
     WebAssembly module once, before parallel runs would each do it."""
     versions = [yosys_version()]
-    for tool in _unique(FMAX_TARGETS[target].nextpnr for target in targets):
+    for tool in unique(FMAX_TARGETS[target].nextpnr for target in targets):
         completed = subprocess.run([str(_find_tool(tool)), "--version"],
                                    capture_output=True, text=True, check=False)
         text = (completed.stdout + completed.stderr).strip().splitlines()
@@ -707,9 +636,6 @@ def main(argv: list[str] | None = None) -> int:
 def _report(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
-
-def _unique(items):
-    return list(dict.fromkeys(items))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import time
@@ -38,15 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fpga.area import Unit, find_units, format_params, positive_int_argument
-from fpga.fmax import (
-    FMAX_TARGETS,
-    FmaxError,
-    FmaxTimeout,
-    fmax_run,
-    over_capacity,
-    runnable,
-    tool_versions,
-)
+from fpga.fmax import FMAX_TARGETS, fmax_run, runnable, tool_versions
+from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall
 from fpga.yosys import SynthError, synth
 from gen.registry import UNITS, resolve_params
 from gen.verilog import generate
@@ -57,7 +49,6 @@ __all__ = [
     "REPORT_ROWS",
     "ReportRow",
     "baseline_row",
-    "capacity_shortfall",
     "main",
     "render_markdown",
     "render_csv",
@@ -194,20 +185,6 @@ def generate_row(row: ReportRow, verilog_root: Path) -> Unit:
     out_dir = Path(verilog_root) / row.label
     generate(row.unit, dict(row.overrides), out_dir=out_dir, config=row.config)
     return replace(find_units(out_dir, [row.unit])[0], name=row.label)
-
-
-def capacity_shortfall(nextpnr_log: str) -> str | None:
-    """What a design lacked if nextpnr failed for want of room, e.g. ``"26104/5280
-    ICESTORM_LC"``; None if the log shows no capacity problem."""
-    over = [f"{used}/{available} {bel}" for bel, used, available in over_capacity(nextpnr_log)]
-    if over:
-        return ", ".join(over)
-    lacking = re.search(r"no BELs remaining to implement cell type '(\w+)'", nextpnr_log)
-    if lacking:
-        return f"not enough {lacking.group(1)}"
-    if "design is probably at utilisation limit" in nextpnr_log:
-        return "at the utilisation limit"
-    return None
 
 
 def _area_job(unit: Unit, target: str, synth_dir: Path) -> dict:

