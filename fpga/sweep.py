@@ -37,39 +37,33 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import io
 import json
 import math
-import multiprocessing
 import os
 import re
-import socket
 import sys
 import textwrap
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Sequence
 
 from fpga.area import find_units, format_params, positive_int_argument, write_reports
 from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_run, tool_versions
+from fpga.jobs import (DASK_INSTALL_HINT, DaskExecutor, JobSetupError, LocalExecutor, Progress,
+                       error_text, make_executor, worker_info)
 from fpga.yosys import TARGETS, SynthError, synth, yosys_version
 from gen.registry import UNITS, parse_assignment, resolve_params
 
 __all__ = [
     "CSV_COLUMNS",
-    "DASK_INSTALL_HINT",
-    "DaskExecutor",
-    "LocalExecutor",
     "PointResult",
     "SweepInputError",
     "SweepPlan",
     "SweepResult",
     "main",
-    "make_executor",
     "make_plan",
     "parse_value",
     "plot_sweep",
@@ -84,12 +78,10 @@ DEFAULT_AREA_TARGETS = tuple(TARGETS)
 CSV_COLUMNS = ("unit", "param", "param_value", "target", "metric", "value")
 """Columns of the sweep CSV (``param_value``: the swept parameter's value at that point)."""
 
-DASK_INSTALL_HINT = "pip install 'dask[distributed]'"
-
 EXIT_OK, EXIT_ALL_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class SweepInputError(ValueError):
+class SweepInputError(JobSetupError):
     """The sweep cannot start: bad arguments, no dask for ``--scheduler``, no scheduler."""
 
 
@@ -215,15 +207,6 @@ def make_plan(unit: str, param: str, values: Sequence[str], *, config: str | Non
 # Run in pool or dask worker processes: plain arguments in, plain data out, never raise.
 
 
-def _worker_info(started: float) -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname(),
-            "seconds": time.perf_counter() - started}
-
-
-def _error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
 def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: str) -> dict:
     """Generate one point's Verilog; return its text, manifest and resolved parameters."""
     from gen.verilog import generate
@@ -235,8 +218,8 @@ def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: s
         outcome = {"ok": True, "verilog": verilog.read_text(), "manifest": manifest_text,
                    "params": json.loads(manifest_text)["params"]}
     except Exception as error:  # noqa: BLE001 - a unit refusing a value: failed point
-        outcome = {"ok": False, "error": _error_text(error)}
-    return {**outcome, **_worker_info(started)}
+        outcome = {"ok": False, "error": error_text(error)}
+    return {**outcome, **worker_info(started)}
 
 
 def _ensure_sources(verilog_dir: Path, unit: str, verilog_text: str, manifest_text: str) -> Path:
@@ -264,8 +247,8 @@ def _area_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
         result = synth(verilog, top, target, point / "synth")
         outcome = {"ok": True, "metrics": dict(result.metrics)}
     except Exception as error:  # noqa: BLE001 - reported as a failed run
-        outcome = {"ok": False, "error": _error_text(error)}
-    return {**outcome, **_worker_info(started)}
+        outcome = {"ok": False, "error": error_text(error)}
+    return {**outcome, **worker_info(started)}
 
 
 def _fmax_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
@@ -280,192 +263,8 @@ def _fmax_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
         outcome = {"ok": True, "fmax_mhz": result.fmax_mhz, "resources": dict(result.resources),
                    "wrapper_ff": result.wrapper_flip_flops}
     except Exception as error:  # noqa: BLE001 - reported as a failed run
-        outcome = {"ok": False, "error": _error_text(error)}
-    return {**outcome, **_worker_info(started)}
-
-
-# --------------------------------------------------------------------------- executors
-
-
-def _outcome(future) -> dict:
-    """The job's dict, or a failed outcome if the job could not run at all (a worker died,
-    a dask worker cannot import this project...)."""
-    try:
-        return future.result()
-    except Exception as error:  # noqa: BLE001
-        return {"ok": False, "error": _error_text(error)}
-
-
-class LocalExecutor:
-    """Jobs in a local :class:`~concurrent.futures.ProcessPoolExecutor` of `jobs` processes.
-
-    Workers are started with ``forkserver`` (or ``spawn``): forking a process that runs threads
-    (a progress bar, a dask client in a test) is unsafe.
-    """
-
-    def __init__(self, jobs: int = 2):
-        if jobs < 1:
-            raise ValueError(f"jobs={jobs!r} must be at least 1")
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods
-                                              else "spawn")
-        self._pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
-        self._pending: dict = {}
-        self.description = f"local process pool ({jobs} job{'s' if jobs > 1 else ''})"
-
-    def submit(self, tag, function: Callable, *args) -> None:
-        self._pending[self._pool.submit(function, *args)] = tag
-
-    def completed(self) -> Iterator[tuple[object, dict]]:
-        """``(tag, outcome)`` as jobs finish, including jobs submitted while iterating."""
-        while self._pending:
-            done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
-            for future in done:
-                yield self._pending.pop(future), _outcome(future)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-
-def _import_distributed():
-    """Import ``distributed`` or raise `SweepInputError` saying how to install it."""
-    try:
-        import distributed
-    except ImportError as error:
-        raise SweepInputError(
-            f"--scheduler needs dask.distributed, which is not installed ({error}); "
-            f"install it with `{DASK_INSTALL_HINT}` or run without --scheduler "
-            "(local process pool)") from None
-    return distributed
-
-
-class DaskExecutor:
-    """Jobs on an existing dask.distributed cluster (``distributed.Client(address)``).
-
-    The client is closed on exit; the cluster keeps running.
-
-    Raises
-    ------
-    SweepInputError
-        If ``distributed`` is not installed, the scheduler cannot be reached, or the workers
-        cannot import this project.
-    """
-
-    def __init__(self, address: str, *, timeout_s: float = 10):
-        distributed = _import_distributed()
-        try:
-            self._client = distributed.Client(address, timeout=f"{timeout_s}s",
-                                              set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as error:
-            raise SweepInputError(
-                f"cannot connect to the dask scheduler at {address!r}: {_error_text(error)}"
-            ) from None
-        try:
-            # Stdlib function, so it unpickles on any worker: a clear error now rather than
-            # every job failing with ModuleNotFoundError.
-            self._client.run(importlib.import_module, __name__)
-        except Exception as error:  # noqa: BLE001
-            self._client.close()
-            raise SweepInputError(
-                f"the dask workers at {address!r} cannot import {__name__} "
-                f"({_error_text(error)}); start them with this project's virtual "
-                "environment, where it is installed (pip install -e .)") from None
-        self._as_completed = distributed.as_completed(loop=self._client.loop,
-                                                         raise_errors=False)
-        self._tags: dict = {}
-        self.address = address
-        workers = len(self._client.scheduler_info().get("workers", {}))
-        self.description = f"dask cluster at {address} ({workers} worker(s) now)"
-
-    @property
-    def client(self):
-        return self._client
-
-    def submit(self, tag, function: Callable, *args) -> None:
-        key = f"{function.__name__.strip('_')}-{uuid.uuid4().hex}"
-        future = self._client.submit(function, *args, key=key, pure=False)
-        self._tags[future.key] = tag
-        self._as_completed.add(future)
-
-    def completed(self) -> Iterator[tuple[object, dict]]:
-        """``(tag, outcome)`` as jobs finish, including jobs submitted while iterating."""
-        for future in self._as_completed:
-            tag = self._tags.pop(future.key)
-            outcome = _outcome(future)
-            future.release()
-            yield tag, outcome
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-
-def make_executor(scheduler: str | None, jobs: int = 2) -> LocalExecutor | DaskExecutor:
-    """A `DaskExecutor` on the cluster at `scheduler` if given, else a `LocalExecutor`.
-
-    Raises
-    ------
-    SweepInputError
-        See `DaskExecutor`.
-    """
-    return DaskExecutor(scheduler) if scheduler else LocalExecutor(jobs)
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """A tqdm bar on standard error, or one line per finished job if tqdm is missing."""
-
-    def __init__(self, total: int, description: str = "sweep", *, enabled: bool = True):
-        self.total, self.done, self._enabled = total, 0, enabled
-        self._bar = None
-        if not enabled:
-            return
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            return
-        self._bar = tqdm(total=total, desc=description, unit="job", file=sys.stderr,
-                         dynamic_ncols=True, leave=True)
-
-    def advance(self, message: str) -> None:
-        self.done += 1
-        if self._bar is not None:
-            self._bar.set_postfix_str(message, refresh=False)
-            self._bar.update(1)
-        elif self._enabled:
-            print(f"[{self.done}/{self.total}] {message}", file=sys.stderr, flush=True)
-
-    def drop(self, count: int) -> None:
-        """Jobs that will not run after all (failed point, skipped target)."""
-        if count <= 0:
-            return
-        self.total -= count
-        if self._bar is not None:
-            self._bar.total = self.total
-            self._bar.refresh()
-
-    def write(self, message: str) -> None:
-        if self._bar is not None:
-            self._bar.write(message, file=sys.stderr)
-        elif self._enabled:
-            print(message, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        outcome = {"ok": False, "error": error_text(error)}
+    return {**outcome, **worker_info(started)}
 
 
 # --------------------------------------------------------------------------- running
@@ -815,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
                          area_targets=arguments.area_targets,
                          fmax_targets=arguments.fmax_targets, build_dir=arguments.build_dir)
         executor = make_executor(arguments.scheduler, arguments.jobs)
-    except SweepInputError as error:
+    except JobSetupError as error:      # SweepInputError, or no dask / no scheduler
         _report(f"fpga.sweep: {error}")
         return EXIT_BAD_INPUT
 

@@ -17,14 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from fpga.jobs import DASK_INSTALL_HINT, LocalExecutor, make_executor
 from fpga.sweep import (
     CSV_COLUMNS,
-    DASK_INSTALL_HINT,
-    LocalExecutor,
     PointResult,
     SweepResult,
     main,
-    make_executor,
     make_plan,
     parse_value,
     plot_sweep,
