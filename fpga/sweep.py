@@ -52,8 +52,8 @@ from typing import Sequence
 
 from fpga.area import find_units, format_params, positive_int_argument, write_reports
 from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_run, tool_versions
-from fpga.jobs import (DASK_INSTALL_HINT, DaskExecutor, JobSetupError, LocalExecutor, Progress,
-                       error_text, make_executor, worker_info)
+from fpga.jobs import (DASK_INSTALL_HINT, JobSetupError, LocalExecutor, Progress, error_text,
+                       make_executor, worker_info)
 from fpga.yosys import TARGETS, SynthError, synth, yosys_version
 from gen.registry import UNITS, parse_assignment, resolve_params
 
