@@ -3,6 +3,12 @@
 `synth` maps one Verilog file to one target and returns its cell counts; ``python -m fpga
 area`` does that for every generated unit and target and writes ``reports/area.md`` and
 ``reports/area.csv``.
+
+Layers, bottom up: `fpga.tools` (finding a tool, log tails), `fpga.yosys` (synthesis ->
+cell counts), `fpga.nextpnr` (nextpnr's report and capacity lines), `fpga.fmax` (the
+registered wrapper and a place-and-route run), `fpga.jobs` (the job runner: local process
+pool or dask, one progress bar); the studies (`area`, `fmax`, `report`, `sweep`,
+`accllm_table`, `paper_area`) and the board build (`bitstream`) above them.
 """
 
 from fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version
