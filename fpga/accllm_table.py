@@ -46,11 +46,11 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpga.area import positive_int_argument, remove_reports, write_reports
+from fpga.jobs import run_jobs
 from fpga.yosys import TARGETS, SynthError, SynthResult, synth, yosys_version
 from gen import generate
 from hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
@@ -361,37 +361,26 @@ def synthesize_rows(
     failed: dict[str, str] = {}
     if not runnable:
         return results, []
-    with ProcessPoolExecutor(max_workers=min(jobs, len(runnable))) as pool:
-        futures = {
-            pool.submit(_row_job, row.unit, row.params, row.target, table_dir / row.row_id):
-            row.row_id
-            for row in runnable
-        }
-        for done, future in enumerate(as_completed(futures), start=1):
-            row_id = futures[future]
-            result, error = future.result()
-            if result is not None:
-                results[row_id] = result
-                status = f"{result.seconds:.1f} s"
-            else:
-                failed[row_id] = error
-                status = "FAILED"
-            if progress is not None:
-                progress(f"[{done}/{len(runnable)}] {row_id}: {status}")
+    runs = [(row.row_id, _row_job, row.unit, row.params, row.target, table_dir / row.row_id)
+            for row in runnable]
+    for done, total, row_id, outcome in run_jobs(runs, workers=jobs):
+        if outcome["ok"]:
+            result = results[row_id] = outcome["value"]
+            status = f"{result.seconds:.1f} s"
+        else:
+            failed[row_id] = outcome["error"]
+            status = "FAILED"
+        if progress is not None:
+            progress(f"[{done}/{total}] {row_id}: {status}")
     failures = [RowFailure(row.row_id, failed[row.row_id]) for row in runnable
                 if row.row_id in failed]
     return results, failures
 
 
-def _row_job(unit: str, params: dict, target: str, row_dir: Path
-             ) -> tuple[SynthResult | None, str | None]:
-    """Pool worker: generate the row's Verilog and synthesize it; return the result, or the
-    error message instead of raising it."""
-    try:
-        verilog = generate(unit, params, row_dir)
-        return synth(verilog, unit, target, row_dir), None
-    except (SynthError, TypeError, ValueError, OSError) as error:
-        return None, f"{type(error).__name__}: {error}"
+def _row_job(unit: str, params: dict, target: str, row_dir: Path) -> SynthResult:
+    """Worker: generate the row's Verilog and synthesize it."""
+    verilog = generate(unit, params, row_dir)
+    return synth(verilog, unit, target, row_dir)
 
 
 # --- reports ---------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ import csv
 import io
 import json
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpga.jobs import run_jobs
 from fpga.tools import unique
-from fpga.yosys import TARGETS, SynthError, SynthResult, synth
+from fpga.yosys import TARGETS, SynthResult, synth
 
 __all__ = [
     "AreaInputError",
@@ -157,23 +157,17 @@ def synthesize_all(
              if unit.synth_targets is None or target in unit.synth_targets]
     results: dict[tuple[str, str], SynthResult] = {}
     failures: list[SynthFailure] = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            pool.submit(_synth_job, unit.verilog, unit.top, target, Path(synth_dir) / unit.name):
-            (unit.name, target)
-            for unit, target in pairs
-        }
-        for done, future in enumerate(as_completed(futures), start=1):
-            unit_name, target = futures[future]
-            result, error = future.result()
-            if result is not None:
-                results[unit_name, target] = result
-                status = f"{result.seconds:.1f} s"
-            else:
-                failures.append(SynthFailure(unit_name, target, error))
-                status = "FAILED"
-            if progress is not None:
-                progress(f"[{done}/{len(pairs)}] {unit_name} {target}: {status}")
+    runs = [((unit.name, target), synth, unit.verilog, unit.top, target,
+             Path(synth_dir) / unit.name) for unit, target in pairs]
+    for done, total, (unit_name, target), outcome in run_jobs(runs, workers=jobs):
+        if outcome["ok"]:
+            result = results[unit_name, target] = outcome["value"]
+            status = f"{result.seconds:.1f} s"
+        else:
+            failures.append(SynthFailure(unit_name, target, outcome["error"]))
+            status = "FAILED"
+        if progress is not None:
+            progress(f"[{done}/{total}] {unit_name} {target}: {status}")
     failures.sort(key=lambda failure: (failure.unit, failure.target))
     return results, failures
 
@@ -332,16 +326,6 @@ def positive_int_argument(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
-
-
-def _synth_job(
-    verilog: Path, top: str, target: str, workdir: Path
-) -> tuple[SynthResult | None, str | None]:
-    """Pool worker: return the result, or the error message instead of raising it."""
-    try:
-        return synth(verilog, top, target, workdir), None
-    except (SynthError, ValueError, OSError) as error:
-        return None, f"{type(error).__name__}: {error}"
 
 
 def _load_unit(verilog: Path) -> Unit:

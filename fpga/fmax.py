@@ -48,7 +48,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -63,6 +62,7 @@ from fpga.area import (
     remove_reports,
     write_reports,
 )
+from fpga.jobs import run_jobs
 from fpga.nextpnr import FmaxError, FmaxTimeout, nextpnr_report
 from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
 from fpga.yosys import SynthError, find_yosys, yosys_version
@@ -499,22 +499,22 @@ def fmax_all(units: Sequence[Unit], targets: Sequence[str], workdir: Path, *, jo
                      f"{list(unit.synth_targets)})")
     results: dict[tuple[str, str], FmaxResult] = {}
     failures: list[FmaxFailure] = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(fmax_run, unit, target, workdir, timeout_s=timeout_s):
-                   (unit, target) for unit, target in pairs}
-        for done, future in enumerate(as_completed(futures), start=1):
-            unit, target = futures[future]
-            try:
-                result = future.result()
-            except (FmaxError, SynthError, ValueError, OSError) as error:
-                failures.append(FmaxFailure(unit.name, target,
-                                            f"{type(error).__name__}: {error}"))
-                progress(f"[{done}/{len(pairs)}] {unit.name} / {target}: FAILED")
-                continue
-            results[unit.name, target] = result
-            progress(f"[{done}/{len(pairs)}] {unit.name} / {target}: "
-                     f"{result.fmax_mhz:.1f} MHz ({result.seconds:.1f} s)")
+    runs = [((unit, target), _fmax_job, unit, target, workdir, timeout_s)
+            for unit, target in pairs]
+    for done, total, (unit, target), outcome in run_jobs(runs, workers=jobs):
+        if not outcome["ok"]:
+            failures.append(FmaxFailure(unit.name, target, outcome["error"]))
+            progress(f"[{done}/{total}] {unit.name} / {target}: FAILED")
+            continue
+        result = results[unit.name, target] = outcome["value"]
+        progress(f"[{done}/{total}] {unit.name} / {target}: "
+                 f"{result.fmax_mhz:.1f} MHz ({result.seconds:.1f} s)")
     return results, failures
+
+
+def _fmax_job(unit: Unit, target: str, workdir: Path, timeout_s: float | None) -> FmaxResult:
+    """Worker: :func:`fmax_run` with its time limit."""
+    return fmax_run(unit, target, workdir, timeout_s=timeout_s)
 
 
 # --------------------------------------------------------------------------- reports

@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable, Iterator
 
 __all__ = ["DASK_INSTALL_HINT", "DaskExecutor", "JobSetupError", "LocalExecutor", "Progress",
-           "error_text", "make_executor", "outcome_of", "worker_info"]
+           "call", "error_text", "make_executor", "outcome_of", "run_jobs", "worker_info"]
 
 DASK_INSTALL_HINT = "pip install 'dask[distributed]'"
 
@@ -224,3 +224,34 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+
+# --------------------------------------------------------------------------- one way to fan out
+
+
+def call(function: Callable, *args) -> dict:
+    """Run ``function(*args)`` as a job: ``{"ok": True, "value": ...}`` or ``{"ok": False,
+    "error": "Type: message"}``, with :func:`worker_info`. Submit it with the function as its
+    first argument (a module-level function, so that it pickles)."""
+    started = time.perf_counter()
+    try:
+        outcome = {"ok": True, "value": function(*args)}
+    except Exception as error:  # noqa: BLE001 - every failure comes back as an outcome
+        outcome = {"ok": False, "error": error_text(error)}
+    return {**outcome, **worker_info(started)}
+
+
+def run_jobs(jobs, *, workers: int = 2, scheduler: str | None = None
+             ) -> Iterator[tuple[int, int, object, dict]]:
+    """Run ``jobs`` (``(tag, function, *args)`` tuples) through :func:`call` on
+    :func:`make_executor`'s executor and yield ``(done, total, tag, outcome)`` as each
+    finishes (``done`` counting from 1): the fan-out of the area, Fmax, report and AccLLM
+    studies."""
+    jobs = list(jobs)
+    if not jobs:
+        return
+    with make_executor(scheduler, min(workers, len(jobs))) as executor:
+        for tag, function, *args in jobs:
+            executor.submit(tag, call, function, *args)
+        for done, (tag, outcome) in enumerate(executor.completed(), start=1):
+            yield done, len(jobs), tag, outcome

@@ -32,14 +32,14 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fpga.area import Unit, find_units, format_params, positive_int_argument
 from fpga.fmax import FMAX_TARGETS, fmax_run, runnable, tool_versions
+from fpga.jobs import run_jobs
 from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall
-from fpga.yosys import SynthError, synth
+from fpga.yosys import synth
 from gen.registry import UNITS, resolve_params
 from gen.verilog import generate
 
@@ -244,37 +244,30 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     area: dict[str, dict] = {row.label: {} for row in rows}
     timing: dict[str, dict] = {row.label: {} for row in rows}
     failures: list[str] = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {}
-        for kind, label, target in jobs_list:
-            if kind == "area":
-                future = pool.submit(_area_job, units[label], target, build_dir / "report" / "synth")
-            else:
-                future = pool.submit(_fmax_job, units[label], target,
-                                     build_dir / "report" / "fmax", fmax_timeout_s)
-            futures[future] = (kind, label, target)
-        for done, future in enumerate(as_completed(futures), start=1):
-            kind, label, target = futures[future]
-            try:
-                outcome = future.result()
-            except (SynthError, FmaxError, ValueError, OSError) as error:
-                outcome = {"failed": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
-            (area if kind == "area" else timing)[label][target] = outcome
-            if "failed" in outcome:
-                failures.append(f"{label} {kind} {target}: {outcome['failed']}")
-                status = "FAILED: " + outcome["failed"]
-            elif "fmax_mhz" in outcome:
-                status = f"{outcome['fmax_mhz']:.1f} MHz on {outcome['target']}"
-            elif "timed_out" in outcome:
-                status = "timed out: " + outcome["timed_out"]
-            elif "does_not_fit" in outcome:
-                status = "does not fit: " + "; ".join(
-                    f"{t['target']} {t['shortfall']}" for t in outcome["does_not_fit"])
-            elif "skipped" in outcome:
-                status = "skipped (" + outcome["skipped"] + ")"
-            else:
-                status = f"{outcome['seconds']} s"
-            progress(f"[{done}/{len(futures)}] {label} {kind} {target}: {status}")
+    runs = [((kind, label, target), _area_job, units[label], target,
+             build_dir / "report" / "synth") if kind == "area" else
+            ((kind, label, target), _fmax_job, units[label], target,
+             build_dir / "report" / "fmax", fmax_timeout_s)
+            for kind, label, target in jobs_list]
+    for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs):
+        outcome = (result["value"] if result["ok"]
+                   else {"failed": result["error"].splitlines()[0]})
+        (area if kind == "area" else timing)[label][target] = outcome
+        if "failed" in outcome:
+            failures.append(f"{label} {kind} {target}: {outcome['failed']}")
+            status = "FAILED: " + outcome["failed"]
+        elif "fmax_mhz" in outcome:
+            status = f"{outcome['fmax_mhz']:.1f} MHz on {outcome['target']}"
+        elif "timed_out" in outcome:
+            status = "timed out: " + outcome["timed_out"]
+        elif "does_not_fit" in outcome:
+            status = "does not fit: " + "; ".join(
+                f"{t['target']} {t['shortfall']}" for t in outcome["does_not_fit"])
+        elif "skipped" in outcome:
+            status = "skipped (" + outcome["skipped"] + ")"
+        else:
+            status = f"{outcome['seconds']} s"
+        progress(f"[{done}/{total}] {label} {kind} {target}: {status}")
     manifests = {label: json.loads(unit.verilog.with_suffix(".json").read_text())
                  for label, unit in units.items()}
     return {
