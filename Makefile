@@ -80,7 +80,7 @@ fmax: verilog
 # nextpnr Fmax (iCE40 UP5K, ECP5 25F, 85F when it does not fit), ratios to the baselines
 # (build/reports/report.md, .csv, .json).
 report: $(STAMP)
-	$(PY) -m fpga.report $(if $(UNIT),--unit $(UNIT))
+	$(PY) -m fpga.report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # The papers' checkable numbers next to ours, computed by the golden models
 # (build/reports/paper.md, .csv), then KLLM Table I's area ratios (Concat, IdxCounter, Orizuru

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from fpga.area import Unit, find_units, format_params, positive_int_argument
 from fpga.fmax import FMAX_TARGETS, fmax_run, runnable, tool_versions
-from fpga.jobs import run_jobs
+from fpga.jobs import JobSetupError, run_jobs
 from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall
 from fpga.yosys import synth
 from gen.registry import UNITS, resolve_params
@@ -229,8 +229,13 @@ def _fmax_job(unit: Unit, column: str, fmax_dir: Path,
 
 def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
                fmax: bool = True, fmax_timeout_s: float | None = FMAX_TIMEOUT_S,
-               progress: Callable[[str], None] = lambda _: None) -> dict:
-    """Generate, synthesize and place every row; return the report data (see `main`)."""
+               progress: Callable[[str], None] = lambda _: None,
+               scheduler: str | None = None) -> dict:
+    """Generate, synthesize and place every row; return the report data (see `main`).
+
+    The runs go to a local process pool of ``jobs`` workers, or to the dask.distributed
+    scheduler at ``scheduler`` (its workers must see ``build_dir``: a local cluster, or a
+    shared file system)."""
     build_dir = Path(build_dir)
     units = {row.label: generate_row(row, build_dir / "report" / "verilog") for row in rows}
     jobs_list = []
@@ -249,7 +254,8 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
             ((kind, label, target), _fmax_job, units[label], target,
              build_dir / "report" / "fmax", fmax_timeout_s)
             for kind, label, target in jobs_list]
-    for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs):
+    for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs,
+                                                               scheduler=scheduler):
         outcome = (result["value"] if result["ok"]
                    else {"failed": result["error"].splitlines()[0]})
         (area if kind == "area" else timing)[label][target] = outcome
@@ -572,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unit", action="append", default=[], metavar="NAME",
                         help="report only this unit (repeatable; its baseline comes with it)")
     parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run on the dask.distributed scheduler at ADDRESS (workers "
+                             "sharing this build directory) instead of a local pool")
     parser.add_argument("--no-fmax", action="store_true", help="area only (no nextpnr runs)")
     parser.add_argument("--fmax-timeout", type=positive_int_argument, default=FMAX_TIMEOUT_S,
                         metavar="S", help="time limit of one Yosys or nextpnr step of an Fmax "
@@ -601,9 +610,13 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"fpga.report: {error}")
         return EXIT_BAD_INPUT
     started = time.perf_counter()
-    data = run_report(rows, arguments.build_dir, jobs=arguments.jobs,
-                      fmax=not arguments.no_fmax, fmax_timeout_s=arguments.fmax_timeout,
-                      progress=_say)
+    try:
+        data = run_report(rows, arguments.build_dir, jobs=arguments.jobs,
+                          fmax=not arguments.no_fmax, fmax_timeout_s=arguments.fmax_timeout,
+                          progress=_say, scheduler=arguments.scheduler)
+    except JobSetupError as error:
+        _say(f"fpga.report: {error}")
+        return EXIT_BAD_INPUT
     reports_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(data)
     (reports_dir / "report.md").write_text(markdown)

@@ -241,6 +241,23 @@ def test_a_small_row_end_to_end(work_dir):
     assert "| `kllm_concat` (lanes=2) | " in render_markdown(data)
 
 
+@pytest.mark.synth
+def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
+    """``make report SCHEDULER=...``: the same rows from a dask.distributed cluster's worker
+    (area only), with the jobs run in the worker, not here."""
+    distributed = pytest.importorskip("distributed")
+    row = ReportRow("kllm_concat", None, (("lanes", 2),))
+    local = report.run_report([row], work_dir / "local", jobs=2, fmax=False)
+    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        remote = report.run_report([row], work_dir / "dask", fmax=False,
+                                   scheduler=cluster.scheduler_address)
+    assert remote["failures"] == local["failures"] == []
+    metrics = [{target: cell["metrics"] for target, cell in data["rows"][0]["area"].items()}
+               for data in (local, remote)]
+    assert metrics[0] == metrics[1] and set(metrics[0]) == {"ice40", "ecp5", "xilinx", "cmos"}
+
+
 def test_command_line_errors(tmp_path, capsys):
     assert report.main(["--unit", "nope", "--build-dir", str(tmp_path)]) == 2
     assert "not in the report" in capsys.readouterr().err
