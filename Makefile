@@ -66,7 +66,7 @@ p3-report: $(STAMP)
 # AccLLM DSP packing: DSP48E2 / MULT18X18D / SB_MAC16, LUT, CARRY, FF of packed vs plain
 # multipliers per mode and FPGA family, from one run (build/reports/accllm_dsp_mul.md).
 accllm-report: $(STAMP)
-	$(PY) -m fpga.accllm_table
+	$(PY) -m fpga accllm
 
 area synth: verilog
 	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
@@ -74,13 +74,13 @@ area synth: verilog
 # Fmax from nextpnr (iCE40 UP5K, ECP5 25F; TARGET=ice40|ecp5|ecp5-85k for one), each unit in a registered
 # wrapper so pins do not count (build/reports/fmax.md, .csv).
 fmax: verilog
-	$(PY) -m fpga.fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+	$(PY) -m fpga fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
 
 # Every unit at a paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5, Xilinx, CMOS transistors,
 # nextpnr Fmax (iCE40 UP5K, ECP5 25F, 85F when it does not fit), ratios to the baselines
 # (build/reports/report.md, .csv, .json).
 report: $(STAMP)
-	$(PY) -m fpga.report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(PY) -m fpga report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # The papers' checkable numbers next to ours, computed by the golden models
 # (build/reports/paper.md, .csv), then KLLM Table I's area ratios (Concat, IdxCounter, Orizuru
@@ -88,7 +88,7 @@ report: $(STAMP)
 # about 2.5 min on 2 cores, most of it the 256-bin KLLM-A4 counter).
 paper: $(STAMP)
 	$(PY) -m golden.paper
-	$(PY) -m fpga.paper_area
+	$(PY) -m fpga paper-area
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
@@ -96,7 +96,7 @@ paper: $(STAMP)
 BOARD ?= icebreaker
 BAUD  ?= 115200
 bitstream: $(STAMP)
-	$(PY) -m fpga.bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
+	$(PY) -m fpga bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
 
 # The README's Results section and docs/results/: the report, the Orizuru n sweep and the
 # p3_pe pipeline-depth trade-off (area / Fmax / latency) plots.
@@ -105,9 +105,9 @@ RESULTS_SWEEP := --unit orizuru --param n --values 4 8 16 32 --target ice40 ecp5
 RESULTS_PIPELINE_SWEEP := --unit p3_pe --param pipeline --values 0 1 2 3 --target ice40 ecp5 cmos \
                           --fmax-target ice40 ecp5
 results: report
-	$(PY) -m fpga.sweep $(RESULTS_SWEEP)
-	$(PY) -m fpga.sweep $(RESULTS_PIPELINE_SWEEP)
-	$(PY) -m fpga.report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
+	$(PY) -m fpga sweep $(RESULTS_SWEEP)
+	$(PY) -m fpga sweep $(RESULTS_PIPELINE_SWEEP)
+	$(PY) -m fpga report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
 	    --plot build/reports/sweep-p3_pe-pipeline.png --readme README.md
 
 # make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
@@ -122,7 +122,7 @@ SWEEP_JOBS ?= 2
 sweep: $(STAMP)
 	@test -n "$(UNIT)" -a -n "$(PARAM)" || \
 	    { echo 'usage: make sweep UNIT=<unit> PARAM=<param> VALUES="v1 v2 ..."'; exit 2; }
-	$(PY) -m fpga.sweep --unit $(UNIT) --param $(PARAM) --values $(VALUES) \
+	$(PY) -m fpga sweep --unit $(UNIT) --param $(PARAM) --values $(VALUES) \
 	    $(if $(CONFIG),--config $(CONFIG)) $(foreach kv,$(SET),--set $(kv)) \
 	    $(if $(TARGET),--target $(TARGET)) \
 	    $(if $(or $(FMAX),$(FMAX_TARGET)),--fmax-target $(or $(FMAX_TARGET),ice40 ecp5)) \

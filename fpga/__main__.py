@@ -1,12 +1,16 @@
-"""Command line: ``python -m fpga area [--unit NAME ...] [--target T ...] [--jobs N]``.
+"""One command line for the studies: ``python -m fpga {area,fmax,report,sweep,accllm,
+paper-area,bitstream} ...``.
 
-Exit codes: 0 on success, 1 if any synthesis run failed, 2 for bad arguments or when the
-units to report on cannot be found.
+``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
+own command lines (``python -m fpga <command> --help``), which ``python -m fpga.<module>``
+still runs. Exit codes of ``area``: 0 on success, 1 if any synthesis run failed, 2 for bad
+arguments or when the units to report on cannot be found.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -28,9 +32,22 @@ EXIT_OK = 0
 EXIT_SYNTH_FAILED = 1
 EXIT_BAD_INPUT = 2
 
+#: Commands run by a study's own ``main(argv)``: name -> (module, one-line help).
+COMMANDS = {
+    "fmax": ("fpga.fmax", "nextpnr Fmax of the generated units in the registered wrapper"),
+    "report": ("fpga.report", "every unit at its paper configuration: area, Fmax, ratios"),
+    "sweep": ("fpga.sweep", "area (and Fmax) against one parameter of a unit"),
+    "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
+    "paper-area": ("fpga.paper_area", "KLLM Table I's area ratios next to ours"),
+    "bitstream": ("fpga.bitstream", "a unit behind the UART bridge, built for a board"),
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
     arguments = _parser().parse_args(argv)
     return arguments.command_function(arguments)
 
@@ -65,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
         "--build-dir", type=Path, default=Path("build"), help="build directory (default: build)"
     )
     area.set_defaults(command_function=_area_command)
+    for name, (module, text) in COMMANDS.items():
+        # Listed for --help; main() hands their arguments to the module before parsing.
+        commands.add_parser(name, help=f"{text} (python -m fpga {name} --help)",
+                            add_help=False)
     return parser
 
 

@@ -35,3 +35,17 @@ def test_over_capacity_reads_the_utilisation_lines():
     assert over_capacity(log) == [("ICESTORM_LC", 9596, 5280), ("ICESTORM_DSP", 9, 8)]
     assert over_capacity_text(log) == "9596/5280 ICESTORM_LC, 9/8 ICESTORM_DSP"
     assert over_capacity_text("Info: \t  TRELLIS_COMB:   10/ 24288   0%\n") == ""
+
+
+def test_one_command_line_runs_every_study(tmp_path, capsys):
+    """``python -m fpga <command>`` hands the arguments to the study's own command line."""
+    from fpga.__main__ import COMMANDS, main
+
+    assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "bitstream"}
+    assert main(["sweep", "--unit", "nope", "--param", "n"]) == 2
+    assert "fpga.sweep: unknown unit 'nope'" in capsys.readouterr().err
+    assert main(["report", "--unit", "nope", "--build-dir", str(tmp_path)]) == 2
+    assert "not in the report" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "paper-area" in capsys.readouterr().out
