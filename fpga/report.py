@@ -37,6 +37,7 @@ from pathlib import Path
 
 from fpga.area import Unit, find_units, format_params, positive_int_argument
 from fpga.fmax import FMAX_TARGETS, fmax_run, runnable, tool_versions
+from fpga.cache import ResultCache, flow_fingerprint
 from fpga.jobs import JobSetupError, run_jobs
 from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall
 from fpga.yosys import synth
@@ -187,9 +188,36 @@ def generate_row(row: ReportRow, verilog_root: Path) -> Unit:
     return replace(find_units(out_dir, [row.unit])[0], name=row.label)
 
 
-def _area_job(unit: Unit, target: str, synth_dir: Path) -> dict:
-    result = synth(unit.verilog, unit.top, target, synth_dir / unit.name)
-    return {"metrics": result.metrics, "seconds": round(result.seconds, 1)}
+def _sources(unit: Unit) -> tuple[str, str]:
+    """The unit's Verilog and manifest text (what a cached result is keyed by)."""
+    verilog = Path(unit.verilog)
+    return verilog.read_text(), verilog.with_suffix(".json").read_text()
+
+
+def _cached(kind: str, key_parts: Callable[[], tuple], cache_dir: Path | None,
+            run: Callable[[], dict]) -> dict:
+    """``run()``'s outcome, or (with ``cache_dir``) the one kept under the key of
+    ``key_parts()``, marked ``"cached"``; a result is kept, a failure or a time-out is not."""
+    if cache_dir is None:
+        return run()
+    cache = ResultCache(cache_dir)
+    key = ResultCache.key(kind, *key_parts())
+    kept = cache.get(kind, key)
+    if kept is not None:
+        return {**kept, "cached": True}
+    outcome = run()
+    if not {"failed", "timed_out"} & set(outcome):
+        cache.put(kind, key, outcome)
+    return outcome
+
+
+def _area_job(unit: Unit, target: str, synth_dir: Path, cache_dir: Path | None = None) -> dict:
+    def run():
+        result = synth(unit.verilog, unit.top, target, synth_dir / unit.name)
+        return {"metrics": result.metrics, "seconds": round(result.seconds, 1)}
+
+    return _cached("area", lambda: (*_sources(unit), unit.top, target,
+                                    flow_fingerprint("yosys", "tools")), cache_dir, run)
 
 
 FMAX_TIMEOUT_S = 1200
@@ -198,8 +226,18 @@ is reported as not placed in that time rather than holding the report for hours.
 
 
 def _fmax_job(unit: Unit, column: str, fmax_dir: Path,
-              timeout_s: float | None = FMAX_TIMEOUT_S) -> dict:
+              timeout_s: float | None = FMAX_TIMEOUT_S, cache_dir: Path | None = None) -> dict:
     """Try the column's devices in order; move on only when the design does not fit."""
+    def key_parts():
+        return (*_sources(unit), unit.top, column,
+                [repr(FMAX_TARGETS[target]) for target in FMAX_COLUMNS[column]], timeout_s,
+                flow_fingerprint("yosys", "fmax", "nextpnr", "tools"))
+
+    return _cached("fmax", key_parts, cache_dir,
+                   lambda: _fmax_column(unit, column, fmax_dir, timeout_s))
+
+
+def _fmax_column(unit: Unit, column: str, fmax_dir: Path, timeout_s: float | None) -> dict:
     too_small = []
     for target in FMAX_COLUMNS[column]:
         if not runnable(unit, target):
@@ -230,12 +268,13 @@ def _fmax_job(unit: Unit, column: str, fmax_dir: Path,
 def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
                fmax: bool = True, fmax_timeout_s: float | None = FMAX_TIMEOUT_S,
                progress: Callable[[str], None] = lambda _: None,
-               scheduler: str | None = None) -> dict:
+               scheduler: str | None = None, cache: bool = True) -> dict:
     """Generate, synthesize and place every row; return the report data (see `main`).
 
     The runs go to a local process pool of ``jobs`` workers, or to the dask.distributed
     scheduler at ``scheduler`` (its workers must see ``build_dir``: a local cluster, or a
-    shared file system)."""
+    shared file system). With ``cache``, a run whose Verilog and flow are unchanged since an
+    earlier report takes its result from ``build_dir/cache`` (:mod:`fpga.cache`)."""
     build_dir = Path(build_dir)
     units = {row.label: generate_row(row, build_dir / "report" / "verilog") for row in rows}
     jobs_list = []
@@ -249,15 +288,17 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     area: dict[str, dict] = {row.label: {} for row in rows}
     timing: dict[str, dict] = {row.label: {} for row in rows}
     failures: list[str] = []
+    cache_dir = build_dir / "cache" if cache else None
     runs = [((kind, label, target), _area_job, units[label], target,
-             build_dir / "report" / "synth") if kind == "area" else
+             build_dir / "report" / "synth", cache_dir) if kind == "area" else
             ((kind, label, target), _fmax_job, units[label], target,
-             build_dir / "report" / "fmax", fmax_timeout_s)
+             build_dir / "report" / "fmax", fmax_timeout_s, cache_dir)
             for kind, label, target in jobs_list]
     for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs,
                                                                scheduler=scheduler):
         outcome = (result["value"] if result["ok"]
                    else {"failed": result["error"].splitlines()[0]})
+        cached = " (cached)" if outcome.pop("cached", False) else ""
         (area if kind == "area" else timing)[label][target] = outcome
         if "failed" in outcome:
             failures.append(f"{label} {kind} {target}: {outcome['failed']}")
@@ -273,7 +314,7 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
             status = "skipped (" + outcome["skipped"] + ")"
         else:
             status = f"{outcome['seconds']} s"
-        progress(f"[{done}/{total}] {label} {kind} {target}: {status}")
+        progress(f"[{done}/{total}] {label} {kind} {target}: {status}{cached}")
     manifests = {label: json.loads(unit.verilog.with_suffix(".json").read_text())
                  for label, unit in units.items()}
     return {
@@ -582,6 +623,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run on the dask.distributed scheduler at ADDRESS (workers "
                              "sharing this build directory) instead of a local pool")
     parser.add_argument("--no-fmax", action="store_true", help="area only (no nextpnr runs)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="run everything again (default: results of unchanged Verilog "
+                             "and flow come from BUILD_DIR/cache)")
     parser.add_argument("--fmax-timeout", type=positive_int_argument, default=FMAX_TIMEOUT_S,
                         metavar="S", help="time limit of one Yosys or nextpnr step of an Fmax "
                                           f"run (default {FMAX_TIMEOUT_S} s)")
@@ -613,7 +657,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = run_report(rows, arguments.build_dir, jobs=arguments.jobs,
                           fmax=not arguments.no_fmax, fmax_timeout_s=arguments.fmax_timeout,
-                          progress=_say, scheduler=arguments.scheduler)
+                          progress=_say, scheduler=arguments.scheduler,
+                          cache=not arguments.no_cache)
     except JobSetupError as error:
         _say(f"fpga.report: {error}")
         return EXIT_BAD_INPUT

@@ -258,6 +258,48 @@ def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
     assert metrics[0] == metrics[1] and set(metrics[0]) == {"ice40", "ecp5", "xilinx", "cmos"}
 
 
+@pytest.mark.synth
+def test_a_warm_report_reruns_only_what_changed(work_dir):
+    """Results of unchanged Verilog and flow come from build/cache: the same data, no Yosys
+    run; a row whose Verilog changed runs again; --no-cache runs everything."""
+    rows = [ReportRow("kllm_concat", None, (("lanes", 2),))]
+
+    def run(rows, **options):
+        lines = []
+        data = report.run_report(rows, work_dir, jobs=2, fmax=False, progress=lines.append,
+                                 **options)
+        return data, [line for line in lines if line.startswith("[")]
+
+    cold, cold_lines = run(rows)
+    assert cold["failures"] == [] and not any("(cached)" in line for line in cold_lines)
+    warm, warm_lines = run(rows)
+    assert warm["rows"] == cold["rows"]
+    assert len(warm_lines) == 4 and all(line.endswith("(cached)") for line in warm_lines)
+    changed, changed_lines = run([ReportRow("kllm_concat", None, (("lanes", 3),))])
+    assert not any("(cached)" in line for line in changed_lines)
+    assert changed["rows"][0]["area"]["ice40"]["metrics"]["FF"] != \
+        cold["rows"][0]["area"]["ice40"]["metrics"]["FF"]
+    _, uncached_lines = run(rows, cache=False)
+    assert not any("(cached)" in line for line in uncached_lines)
+
+
+def test_failures_are_not_cached(work_dir, monkeypatch):
+    unit = report.Unit("u", "u", {}, work_dir / "u.v")
+    unit.verilog.write_text("module u; endmodule\n")
+    unit.verilog.with_suffix(".json").write_text("{}")
+    calls = []
+
+    def failing_synth(*_):
+        calls.append(1)
+        raise ValueError("no")
+
+    monkeypatch.setattr(report, "synth", failing_synth)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            report._area_job(unit, "ice40", work_dir / "synth", work_dir / "cache")
+    assert len(calls) == 2 and not (work_dir / "cache" / "area").exists()
+
+
 def test_command_line_errors(tmp_path, capsys):
     assert report.main(["--unit", "nope", "--build-dir", str(tmp_path)]) == 2
     assert "not in the report" in capsys.readouterr().err
