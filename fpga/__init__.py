@@ -5,10 +5,11 @@ area`` does that for every generated unit and target and writes ``reports/area.m
 ``reports/area.csv``.
 
 Layers, bottom up: `fpga.tools` (finding a tool, log tails), `fpga.yosys` (synthesis ->
-cell counts), `fpga.nextpnr` (nextpnr's report and capacity lines), `fpga.fmax` (the
-registered wrapper and a place-and-route run), `fpga.jobs` (the job runner: local process
-pool or dask, one progress bar); the studies (`area`, `fmax`, `report`, `sweep`,
-`accllm_table`, `paper_area`) and the board build (`bitstream`) above them.
+cell counts), `fpga.nextpnr` (nextpnr's report and capacity lines), `fpga.wrapper` (the
+registered timing wrapper), `fpga.fmax` (a place-and-route run), `fpga.cache` (results kept
+by Verilog and flow), `fpga.jobs` (the job runner: local process pool or dask, one progress
+bar); the studies (`area`, `fmax`, `report`, `sweep`, `accllm_table`, `paper_area`) and the
+board build (`bitstream`) above them, all run by `python -m fpga <command>`.
 """
 
 from fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version

@@ -8,13 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fpga.fmax import (
-    FMAX_TARGETS,
-    FmaxError,
+from fpga.fmax import FMAX_TARGETS, FmaxError, main, read_report
+from fpga.wrapper import (
     WrapperPorts,
     check_ports_against_verilog,
-    main,
-    read_report,
     unit_ports,
     wrapper_verilog,
     xor_tree_widths,
