@@ -231,7 +231,7 @@ def _fmax_job(unit: Unit, column: str, fmax_dir: Path,
     def key_parts():
         return (*_sources(unit), unit.top, column,
                 [repr(FMAX_TARGETS[target]) for target in FMAX_COLUMNS[column]], timeout_s,
-                flow_fingerprint("yosys", "fmax", "nextpnr", "tools"))
+                flow_fingerprint("yosys", "wrapper", "fmax", "nextpnr", "tools"))
 
     return _cached("fmax", key_parts, cache_dir,
                    lambda: _fmax_column(unit, column, fmax_dir, timeout_s))
