@@ -249,7 +249,7 @@ def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
     row = ReportRow("kllm_concat", None, (("lanes", 2),))
     local = report.run_report([row], work_dir / "local", jobs=2, fmax=False)
     with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         remote = report.run_report([row], work_dir / "dask", fmax=False,
                                    scheduler=cluster.scheduler_address)
     assert remote["failures"] == local["failures"] == []

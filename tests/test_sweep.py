@@ -18,18 +18,8 @@ from pathlib import Path
 import pytest
 
 from fpga.jobs import DASK_INSTALL_HINT, LocalExecutor, make_executor
-from fpga.sweep import (
-    CSV_COLUMNS,
-    PointResult,
-    SweepResult,
-    main,
-    make_plan,
-    parse_value,
-    plot_sweep,
-    run_sweep,
-    sweep_csv,
-    sweep_table,
-)
+from fpga.sweep import PointResult, SweepResult, main, make_plan, parse_value, run_sweep
+from fpga.sweep_report import CSV_COLUMNS, plot_sweep, sweep_csv, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -294,7 +284,7 @@ def test_dask_cluster_gives_the_local_results(local_sweep, build_dir):
     plan = make_plan("kllm_concat", "lanes", [str(lanes) for lanes in LANES],
                      area_targets=["ice40"], build_dir=build_dir)
     with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         with make_executor(cluster.scheduler_address, jobs=2) as executor:
             result = run_sweep(plan, executor)
             worker_pids = set(executor.client.run(os.getpid).values())
