@@ -9,21 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from fpga import report
+from fpga import report, report_render
 from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult
 from fpga.nextpnr import capacity_shortfall
-from fpga.report import (
+from fpga.report import REPORT_ROWS, ReportRow, baseline_row, report_rows
+from fpga.report_render import (
     FMAX_COLUMNS,
     README_BEGIN,
     README_END,
-    REPORT_ROWS,
-    ReportRow,
-    baseline_row,
     render_csv,
     render_markdown,
     render_readme_section,
     replace_readme_section,
-    report_rows,
 )
 from gen.registry import UNITS
 
@@ -139,7 +136,7 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
     outcome = report._fmax_job(unit, "ice40", work_dir / "slow", timeout_s=5)
     assert outcome == {"timed_out": "iCE40 UltraPlus UP5K (sg48): a step took over 5 s",
                        "too_small": []}
-    assert report._fmax_cell({"fmax": {"ice40": outcome}}, "ice40").startswith(
+    assert report_render._fmax_cell({"fmax": {"ice40": outcome}}, "ice40").startswith(
         "not placed in time")
     # The iCE40 column has no larger device to move to.
     assert FMAX_COLUMNS["ice40"] == ("ice40",) and "ecp5-85k" in FMAX_TARGETS
