@@ -1,6 +1,6 @@
 """KLLM Concat array (KLLM section III-B and IV-A, SPEC section 1)."""
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -202,7 +202,7 @@ class KllmIdxCounter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cuts = self.cuts
-        n, bins = self.n_inputs, self.bins
+        n = self.n_inputs
 
         # Front pipeline: input beat -> per-bin contributions of the beat, every stage at one
         # clock enable. Its output `contrib` is an internal stream (its payload is unused) that

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +12,7 @@ from .lanes import split_lanes
 from .orizuru_units import elaborate_units, units_cycles_per_vector, units_latency
 from .params import check_choice, check_int
 from .shared_modules import SharedModules
-from .stream_stage import StallPipeline, check_pipeline
+from .stream_stage import StallPipeline, check_pipeline, register_packed
 
 __all__ = ["Orizuru", "OrizuruScan", "cycles_per_vector", "resolve_structure",
            "stream_layouts"]
@@ -204,15 +204,9 @@ class _Stages:
                 items.append(value)
 
         _map_state(live, collect)
-        registered = []
-        for first in range(0, len(items), self.GROUP):
-            group = [Value.cast(item) for item in items[first:first + self.GROUP]]
-            packed = self.pipe.stage(Cat(group), name=f"{name}_{first}" if first else name)
-            offset = 0
-            for item in group:
-                part = packed[offset:offset + len(item)]
-                registered.append(part.as_signed() if item.shape().signed else part)
-                offset += len(item)
+        registered = register_packed(
+            items, lambda value, label: self.pipe.stage(value, name=label),
+            group=self.GROUP, name=name)
         return _map_state(live, lambda value: registered[slots[id(value)]])
 
 
@@ -997,7 +991,7 @@ class Orizuru(wiring.Component):
     def _elaborate_unrolled(self, m):
         """The unrolled circuit (``pipeline >= 1``): initialisation, then k - 1 maintenances
         (tree) or scan passes, along one :class:`StallPipeline`, then the beat serialiser."""
-        n, k = self.n, self.k
+        k = self.k
         cuts = PIPELINE_CUTS[self.pipeline]
         record = stream.Signature(1).create(path=("record",))
         pipe = StallPipeline(m, self.i, record, latency=self.latency, name="pipe")

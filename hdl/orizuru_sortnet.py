@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +12,7 @@ from .lanes import split_lanes
 from .orizuru import stream_layouts
 from .params import check_int
 from .shared_modules import SharedModules
-from .stream_stage import StallPipeline, check_pipeline, enabled_register
+from .stream_stage import StallPipeline, check_pipeline, enabled_register, register_packed
 
 __all__ = ["OrizuruSortnet", "SelectionNetwork", "selection_network", "selection_blocks",
            "full_merge_network", "full_merge_outputs", "LEVELS_PER_STAGE", "MAX_PIPELINE",
@@ -211,17 +211,6 @@ def full_merge_network(lists):
     return _pruned(builder, 2 * lists, 2 * lists, tuple(slots), tuple(slots))
 
 
-def _is_full_merge(network):
-    """Whether ``network`` (a merge block of :func:`selection_blocks`) is the full odd-even
-    merge of its two input halves (every input kept: groups of at most k lanes, or of 2k when
-    the halves' lists are whole), which :class:`_FullMergeBlock` builds from two merges of
-    half the size."""
-    if network.n % 2 or network.n & (network.n - 1):
-        return False
-    full = full_merge_network(network.n // 2)
-    return (network.comparators, _outputs(network)) == (full.comparators, full.bottom)
-
-
 #: A merge block whose inputs are two whole sorted groups is built as the full merge (nested,
 #: fast to elaborate) when that has its levels and at most this many times its comparators.
 FULL_MERGE_SLACK = 3 / 2
@@ -329,14 +318,7 @@ def _register_live(register, level, live, value, fresh):
         else:
             swap, a, b, is_high = fresh[symbol]
             plan[symbol] = ("fresh", slot(swap), slot(a), slot(b), is_high)
-    registered = [None] * len(items)
-    for first in range(0, len(items), _GROUP):
-        group = [Value.cast(item) for item in items[first:first + _GROUP]]
-        packed = register(Cat(group), f"s{level}_{first}" if first else f"s{level}")
-        offset = 0
-        for position, item in enumerate(group, start=first):
-            registered[position] = packed[offset:offset + len(item)]
-            offset += len(item)
+    registered = register_packed(items, register, group=_GROUP, name=f"s{level}")
     new_value, new_fresh = {}, {}
     for symbol, entry in plan.items():
         if entry[0] == "value":

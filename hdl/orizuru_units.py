@@ -39,7 +39,6 @@ from .arith import one_hot_decode, one_hot_wires
 from .fp16 import total_order_key, total_order_value
 from .lanes import split_lanes
 from .params import check_int
-from .shared_modules import SharedModules
 
 __all__ = ["OrizuruUnit", "UNIT_FANIN", "unit_levels", "settle_cycles", "units_latency",
            "units_cycles_per_vector", "elaborate_units"]

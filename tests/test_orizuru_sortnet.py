@@ -14,7 +14,7 @@ from golden.orizuru import orizuru_beats
 from hdl import orizuru_sortnet as sortnet
 from hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
                                  FULL_MERGE_SLACK, OrizuruSortnet, _FullMergeBlock,
-                                 _is_full_merge, full_merge_network, selection_blocks,
+                                 _outputs, full_merge_network, selection_blocks,
                                  selection_network)
 from verif.orizuru_sim import simulate
 from verif.runner import BenchFailure, edit_site, run_testbench
@@ -133,6 +133,15 @@ def test_blocks_are_the_flat_network(n, k, lanes):
         for bits in itertools.product((0, 1), repeat=n):
             ordered = sorted(bits)
             assert _evaluate_blocks(blocks, list(bits)) == (ordered[:k], ordered[-k:])
+
+
+def _is_full_merge(network):
+    """Whether ``network`` (a merge block of :func:`selection_blocks`) is the full odd-even
+    merge of its two input halves (every input kept)."""
+    if network.n % 2 or network.n & (network.n - 1):
+        return False
+    full = full_merge_network(network.n // 2)
+    return (network.comparators, _outputs(network)) == (full.comparators, full.bottom)
 
 
 @pytest.mark.parametrize("n,k,lanes", [(8, 3, 4), (16, 6, 4), (16, 7, 8), (32, 13, 4),
