@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import StallPipeline, check_pipeline
+from .stream_stage import StallPipeline, check_pipeline, pack_fields
 
 __all__ = ["AccllmSparseSelector"]
 
@@ -155,12 +155,13 @@ class AccllmSparseSelector(wiring.Component):
                     m.d.comb += mux.eq(inputs[index])
                     selected[name].append(mux)
 
-        # The payload register, one per output field and row (``x1_row0`` ...), in the order of
-        # ``out_layout``. Only the valid chain needs a reset; the payload registers do not.
-        registers = [
-            pipe.stage(Cat(*selected[name][row * self.groups:(row + 1) * self.groups]),
-                       name=f"{name}_row{row}")
-            for name in ("x1", "x2") for row in range(self.rows)
-        ]
-        m.d.comb += self.o.payload.eq(Cat(*registers))
+        # The payload register, one per output field and row (``x1_row0`` ...). Only the valid
+        # chain needs a reset; the payload registers do not.
+        registers = {
+            name: [pipe.stage(Cat(*selected[name][row * self.groups:(row + 1) * self.groups]),
+                              name=f"{name}_row{row}")
+                   for row in range(self.rows)]
+            for name in ("x1", "x2")
+        }
+        m.d.comb += self.o.payload.eq(pack_fields(self.out_layout, registers))
         return m

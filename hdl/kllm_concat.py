@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import StallPipeline, check_pipeline
+from .stream_stage import StallPipeline, check_pipeline, pack_fields
 
 __all__ = ["KllmConcat"]
 
@@ -120,5 +120,5 @@ class KllmConcat(wiring.Component):
         # register keeps elaboration linear in ``lanes`` (per-lane slices were quadratic).
         product_indices = Cat(*(Cat(b[lane], a[lane]) for lane in range(self.lanes)))
         y_reg = pipe.stage(product_indices, name="y_reg")
-        m.d.comb += self.o.payload.as_value().eq(y_reg)
+        m.d.comb += self.o.payload.eq(pack_fields(self.out_layout, {"y": y_reg}))
         return m

@@ -1,13 +1,20 @@
-"""KLLM Index Distribution Counter (KLLM section IV-B, SPEC section 2)."""
+"""KLLM Index Distribution Counter (KLLM section IV-B, SPEC section 2).
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed, unsigned
+The unit (parameters, the front pipeline and the predecode) is here; the bins (bit counters,
+accumulators, readout bank) are in :mod:`hdl.kllm_idx_counter_bins`, the control of their
+readout in :mod:`hdl.kllm_idx_counter_readout`.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import adder_tree, named
+from .arith import named
+from .kllm_idx_counter_bins import _Bins, _blocks, _carried_weights
+from .kllm_idx_counter_readout import direct_banks, pipelined_banks, single_bank
 from .params import check_choice, check_int
 from .shared_modules import SharedModules
-from .stream_stage import SkidBuffer, StallPipeline, check_pipeline, enabled_register
+from .stream_stage import SkidBuffer, StallPipeline, check_pipeline
 
 __all__ = ["KllmIdxCounter", "counter_bits"]
 
@@ -117,9 +124,10 @@ class KllmIdxCounter(wiring.Component):
     that bit k of every bin's partial sum is the OR of the planes of the lanes whose carried
     weight has bit k set. Stage registers, accumulators and readout bank are packed signals.
     The per-bin adder tree above the 4-lane groups, the cuts and the control are as before.
-    Above 8 index bits the bins are built in parts of 256 (:class:`_Bins`, one per value of
-    the top index chunk), the same circuit emitted once as a Verilog module
-    (:attr:`shared_modules`) and instantiated 2 or 4 times.
+    Above 8 index bits the bins are built in parts of 256
+    (:class:`~hdl.kllm_idx_counter_bins._Bins`, one per value of the top index chunk), the
+    same circuit emitted once as a Verilog module (:attr:`shared_modules`) and instantiated 2
+    or 4 times.
 
     Members
     -------
@@ -183,7 +191,7 @@ class KllmIdxCounter(wiring.Component):
         #: histogram being valid on ``o`` (with ``o.ready`` high and the readout bank free).
         self.latency = self.front_stages + 1 + ("readout" in self.cuts)
         #: Above 8 index bits, the parts of the bins emitted once as a Verilog module
-        #: (``gen.verilog``; :class:`_Bins`).
+        #: (``gen.verilog``; :class:`~hdl.kllm_idx_counter_bins._Bins`).
         self.shared_modules = SharedModules()
 
         fields = {"idx": data.ArrayLayout(unsigned(self.idx_bits), self.n_inputs)}
@@ -310,11 +318,11 @@ class KllmIdxCounter(wiring.Component):
         else:
             source = self.o
         if self.banks == 1:
-            self._single_bank(rd, front, contrib, parts, source, busy)
+            single_bank(self, rd, front, contrib, parts, source, busy)
         elif "readout" in cuts:
-            self._pipelined_banks(rd, front, contrib, parts, source, busy)
+            pipelined_banks(self, rd, front, contrib, parts, source, busy)
         else:
-            self._direct_banks(rd, front, contrib, parts, source, busy)
+            direct_banks(self, rd, front, contrib, parts, source, busy)
         return m
 
     @property
@@ -331,377 +339,3 @@ class KllmIdxCounter(wiring.Component):
         """The lanes of each group of 4 (the first two levels of every bin's adder tree)."""
         n = self.n_inputs
         return [list(range(g, min(g + 4, n))) for g in range(0, n, 4)]
-
-    def _direct_banks(self, m, front, contrib, parts, source, busy):
-        """Control of the banks without cuts (``pipeline=0``, the lowest latency).
-
-        ``sum = (fresh ? 0 : acc) + contribution`` loads the accumulators at every front clock
-        enable and, at the end of a reduction, the readout bank (:class:`_Bins`); a
-        ``2**idx_bits``:1 multiplexer addressed by ``pointer`` drives ``o``. The bank is free
-        when it is idle or its final bin leaves in this cycle.
-        """
-        fresh = Signal(init=1)        # acc holds nothing of the current reduction yet
-        pointer = Signal(self.idx_bits)
-        at_last_bin = Signal()
-        final_beat = Signal()
-        low = len(parts[0].pointer)
-        count = (parts[0].count if len(parts) == 1
-                 else Array(part.count for part in parts)[pointer[low:]])
-        m.d.comb += [
-            at_last_bin.eq(pointer == self.bins - 1),
-            final_beat.eq(source.valid & source.ready & at_last_bin),
-            contrib.ready.eq(~busy | final_beat),
-            source.valid.eq(busy),
-            source.payload.count.eq(count),
-            source.payload.last.eq(at_last_bin),
-        ]
-        end_of_reduction = contrib.valid & contrib.ready
-        for part in parts:
-            m.d.comb += [part.fresh.eq(fresh), part.load.eq(end_of_reduction),
-                         part.pointer.eq(pointer[:low])]
-        with m.If(front.ce):
-            m.d.sync += fresh.eq(end_of_reduction)
-        with m.If(source.valid & source.ready):
-            m.d.sync += pointer.eq(pointer + 1)
-        with m.If(end_of_reduction):
-            m.d.sync += [busy.eq(1), pointer.eq(0)]
-        with m.Elif(final_beat):
-            m.d.sync += busy.eq(0)
-
-    @staticmethod
-    def _chain(m, parts):
-        """Bin 0 of each part's bank shifts into the top bin of the part below it."""
-        for below, above in zip(parts, parts[1:]):
-            m.d.comb += below.shift_in.eq(above.count)
-
-    def _pipelined_banks(self, m, front, contrib, parts, source, busy):
-        """Control of the banks with the readout cut (``pipeline >= 1``).
-
-        * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
-          skid buffer (``source`` -> ``o``), so ``o.ready`` reaches no clock enable.
-        * ``acc <= last ? 0 : acc + contribution``: the `last` beat clears the accumulators
-          (the select is the ``contrib.valid`` flop, after the carry chain) and loads the sums
-          into the readout bank.
-        * The decisions that fan out to a thousand flip-flops come from flip-flops: whether the
-          bank is free (``bank_free``: it enters the front's clock enable), whether it loads
-          (``bank_load``, its select) and whether it changes at all (``bank_enable``, its clock
-          enable). Each is computed one cycle ahead from the next state of the control flops,
-          the skid buffer's ``i.ready`` included (from its stream contract: it stays high
-          while the buffer's output register is free or drains, and drops after a beat arrives
-          while it is held).
-        """
-        pointer = Signal(self.idx_bits)
-        at_last_bin = Signal()        # readout[0] holds the final bin
-        bank_free = Signal(init=1)    # == ~busy | (source.ready & at_last_bin)
-        bank_load = Signal()          # == contrib.valid & bank_free
-        bank_enable = Signal()        # == bank_load | (busy & source.ready)
-
-        transfer = source.valid & source.ready
-        m.d.comb += [
-            contrib.ready.eq(bank_free),
-            source.valid.eq(busy),
-            source.payload.count.eq(parts[0].count),
-            source.payload.last.eq(at_last_bin),
-        ]
-        end_of_reduction = contrib.valid & bank_free
-
-        # Next state of the control flops.
-        busy_next = Signal()
-        at_last_next = Signal()
-        ready_next = Signal()
-        last_beat_next = Signal()
-        m.d.comb += [
-            busy_next.eq(end_of_reduction | (busy & ~(transfer & at_last_bin))),
-            at_last_next.eq(Mux(end_of_reduction, 0,
-                                Mux(transfer, pointer == self.bins - 2, at_last_bin))),
-            # The skid buffer's i.ready in the next cycle.
-            ready_next.eq(~self.o.valid | self.o.ready | (source.ready & ~transfer)),
-            # contrib.valid in the next cycle (the front's valid chain): it advances unless the
-            # `last` beat at its end waits (written without `front.ce`, a net of high fan-out,
-            # so that this is one LUT of flip-flops).
-            last_beat_next.eq(front.valid[-2] | (contrib.valid & ~bank_free)),
-        ]
-        free_next = ~busy_next | (ready_next & at_last_next)
-        load_next = last_beat_next & free_next
-        m.d.sync += [
-            busy.eq(busy_next),
-            at_last_bin.eq(at_last_next),
-            bank_free.eq(free_next),
-            bank_load.eq(load_next),
-            bank_enable.eq(load_next | (busy_next & ready_next)),
-        ]
-        with m.If(end_of_reduction):
-            m.d.sync += pointer.eq(0)
-        with m.Elif(transfer):
-            m.d.sync += pointer.eq(pointer + 1)
-        for part in parts:
-            m.d.comb += [part.clear.eq(contrib.valid), part.bank_enable.eq(bank_enable),
-                         part.bank_load.eq(bank_load)]
-        self._chain(m, parts)
-
-    def _single_bank(self, m, front, contrib, parts, source, busy):
-        """Control of one bank (``banks=1``): the accumulators are read out themselves.
-
-        The `last` beat's sums stay in the accumulators, which then shift towards bin 0 (read
-        at ``o``, or at the skid buffer with the readout cut) one bin per transfer, zeros
-        entering at the top: after the final bin they hold zeros, the start of the next
-        reduction. While the bank is busy the whole front holds (``busy`` is its ``hold``),
-        so ``i.ready`` is low; it resumes in the cycle after the final bin leaves.
-        """
-        pointer = Signal(self.idx_bits)
-        at_last_bin = Signal()        # acc[0] holds the final bin
-        transfer = source.valid & source.ready
-        end_of_reduction = contrib.valid & front.ce
-        m.d.comb += [
-            contrib.ready.eq(1),
-            source.valid.eq(busy),
-            source.payload.count.eq(parts[0].count),
-            source.payload.last.eq(at_last_bin),
-        ]
-        for part in parts:
-            m.d.comb += part.shift.eq(transfer)
-        self._chain(m, parts)
-        with m.If(end_of_reduction):
-            m.d.sync += [busy.eq(1), pointer.eq(0), at_last_bin.eq(0)]
-        with m.Elif(transfer):
-            m.d.sync += [pointer.eq(pointer + 1), at_last_bin.eq(pointer == self.bins - 2)]
-            with m.If(at_last_bin):
-                m.d.sync += busy.eq(0)
-
-
-def _blocks(m, keep, names):
-    """The modules of the blocks ``names``: new submodules of ``m`` with ``keep`` (the area
-    split), else ``m`` itself for each."""
-    if not keep:
-        return [m] * len(names)
-    blocks = []
-    for name in names:
-        m.submodules[name] = block = Module()
-        blocks.append(block)
-    return blocks
-
-
-def _count_planes(m, planes, name):
-    """Bit planes (least significant first) of the number of set planes among up to 4 one-bit
-    ``planes``, bin by bin: a 4:3 counter on whole vectors (combinational)."""
-    net = named
-    if len(planes) == 1:
-        return planes
-    if len(planes) == 2:
-        a, b = planes
-        return [net(m, a ^ b, f"{name}_s0"), net(m, a & b, f"{name}_s1")]
-    if len(planes) == 3:
-        a, b, c = planes
-        x = net(m, a ^ b, f"{name}_x")
-        return [net(m, x ^ c, f"{name}_s0"), net(m, (a & b) | (x & c), f"{name}_s1")]
-    a, b, c, d = planes
-    x, y = net(m, a ^ b, f"{name}_x"), net(m, c ^ d, f"{name}_y")
-    p, q = net(m, a & b, f"{name}_p"), net(m, c & d, f"{name}_q")
-    t = net(m, x & y, f"{name}_t")
-    # a + b + c + d = (x ^ y) + 2 (p + q + t), and p + q + t <= 2 (p excludes t, q too).
-    return [net(m, x ^ y, f"{name}_s0"), net(m, p ^ q ^ t, f"{name}_s1"),
-            net(m, (p & q) | (t & (p | q)), f"{name}_s2")]
-
-
-def _group_sum_width(weight_bits, lanes):
-    """Width of the weighted sum of a group of ``lanes`` (two's complement)."""
-    return weight_bits + (len(lanes) - 1).bit_length()
-
-
-def _carried_weights(m, lines, weights, lanes, sizes, weight_bits, name):
-    """The weight each lane of a group carries (combinational, one signal per lane, signed,
-    :func:`_group_sum_width` bits): the first lane of each distinct counted index (its leader)
-    carries the sum of the weights of the group's lanes with that index, the others 0. Two
-    lanes count the same index when every chunk of their predecode lines overlaps (a masked
-    lane overlaps none)."""
-    wb = weight_bits
-    line_bits = sum(sizes)
-
-    def same_index(a, b):
-        terms, base = [], 0
-        for size in sizes:
-            lo_a, lo_b = a * line_bits + base, b * line_bits + base
-            terms.append((lines[lo_a:lo_a + size] & lines[lo_b:lo_b + size]).any())
-            base += size
-        return named(m, Cat(*terms).all(), f"{name}_eq{a}_{b}")
-
-    weight = {lane: weights[lane * wb:(lane + 1) * wb].as_signed() for lane in lanes}
-    eq = {(a, b): same_index(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1:]}
-    width = _group_sum_width(wb, lanes)
-    carried = []
-    for i, lane in enumerate(lanes):
-        total = weight[lane]
-        for other in lanes[i + 1:]:
-            total = total + Mux(eq[(lane, other)], weight[other], 0)
-        if i:
-            leader = ~Cat(*(eq[(other, lane)] for other in lanes[:i])).any()
-            total = Mux(leader, total, 0)
-        signal = Signal(signed(width), name=f"{name}_w{lane}")
-        m.d.comb += signal.eq(total)
-        carried.append(signal)
-    return carried
-
-
-class _Bins(wiring.Component):
-    """The bins of :class:`KllmIdxCounter` (KLLM IV-B: bit counters, accumulators, readout
-    bank) for ``prod(sizes)`` bins, from the lanes' predecode lines.
-
-    Per lane, its one-hot plane over the bins (bit b is the AND of the chunk lines that b
-    selects; with ``sliced``, also of the lane's ``select`` line, its top chunk's line of this
-    part). Per group of 4 lanes, the first two levels of every bin's adder tree as bit planes
-    (``kk``: a 4:3 counter of the planes; ``ik``: bit k is the OR of the planes of the lanes
-    whose ``carried`` weight has bit k set, the leaders' planes being disjoint). Then the cut
-    after them (``partial``), the per-bin adder tree, the cut before the accumulators
-    (``accumulate``), and the accumulators and bank of the counter's ``bank_kind``. Every
-    register loads at ``ce`` (the counter's front clock enable) except the bank's.
-
-    The counter drives the members; ``count`` is bin 0 of the bank (``shift``, ``single``) or
-    the bin at ``pointer`` (``direct``). ``shift_in`` enters the top bin when the bank shifts
-    (the next part's ``count``; 0 at the top).
-    """
-
-    def __init__(self, counter, sizes, *, sliced):
-        self.counter = counter
-        self.sizes = list(sizes)
-        self.sliced = sliced
-        self.bins = 1
-        for size in self.sizes:
-            self.bins *= size
-        n, width = counter.n_inputs, counter.count_bits
-        members = {"ce": In(1), "lines": In(n * sum(self.sizes))}
-        if sliced:
-            members["select"] = In(n)
-        if counter.mode == "ik":
-            members["carried"] = In(sum(_group_sum_width(counter.weight_bits, lanes) * len(lanes)
-                                        for lanes in counter.lane_groups))
-        kind = counter.bank_kind
-        if kind == "direct":
-            members.update(fresh=In(1), load=In(1), pointer=In((self.bins - 1).bit_length()))
-        elif kind == "shift":
-            members.update(clear=In(1), bank_enable=In(1), bank_load=In(1),
-                           shift_in=In(width))
-        else:
-            members.update(shift=In(1), shift_in=In(width))
-        members["count"] = Out(width)
-        super().__init__(members)
-
-    @property
-    def module_name(self):
-        """The Verilog module name of this circuit (its shaping parameters)."""
-        c = self.counter
-        mode = c.mode if c.mode == "kk" else f"ik{c.weight_bits}"
-        return (f"kllm_idx_counter_bins{self.bins}_n{c.n_inputs}_{mode}_c{c.count_bits}"
-                f"_p{c.pipeline}_b{c.banks}")
-
-    def elaborate(self, platform):
-        c = self.counter
-        m = Module()
-        n, sizes, width = c.n_inputs, self.sizes, c.count_bits
-        cuts = c.cuts
-        dec, btc, accm, rd = _blocks(m, c.keep_blocks,
-                                     ("decode", "bit_counters", "accumulation", "readout"))
-
-        def stage(value, name, module):
-            return enabled_register(module, Value.cast(value), self.ce, name=name)
-
-        # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
-        # selects, built chunk by chunk from the least significant: the one-hot over the bins
-        # of the chunks so far, repeated once per line of the next chunk and ANDed with it.
-        line_bits = sum(sizes)
-        planes = []
-        for lane in range(n):
-            base = lane * line_bits
-            term = self.lines[base:base + sizes[0]]
-            base += sizes[0]
-            for size in sizes[1:]:
-                term = Cat(*(Mux(self.lines[base + k], term, 0) for k in range(size)))
-                base += size
-            if self.sliced:
-                term = Mux(self.select[lane], term, 0)
-            planes.append(named(dec, term, f"plane_{lane}"))
-
-        # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
-        # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
-        # bit j of the partial sum of every bin. Cut after them when asked ("partial").
-        groups, offset = [], 0
-        for g, lanes in enumerate(c.lane_groups):
-            if c.mode == "kk":
-                groups.append(_count_planes(btc, [planes[lane] for lane in lanes], f"g{g}"))
-                continue
-            group_width = _group_sum_width(c.weight_bits, lanes)
-            carried = []
-            for lane in lanes:
-                carried.append(self.carried[offset:offset + group_width])
-                offset += group_width
-            out = []
-            for k in range(group_width):
-                bit = None
-                for lane, value in zip(lanes, carried):
-                    chosen = Mux(value[k], planes[lane], 0)
-                    bit = chosen if bit is None else bit | chosen
-                out.append(named(btc, bit, f"g{g}_s{k}"))
-            groups.append(out)
-        if "partial" in cuts:
-            # One register per bit plane (`bins` bits): each bin's partial sums are then plain
-            # bit selects of a signal.
-            groups = [[stage(p, f"partial_{g}_{j}", btc) for j, p in enumerate(group)]
-                      for g, group in enumerate(groups)]
-
-        # Per bin: the adder tree over the groups' partial sums (levels 3 and up), then the cut
-        # before the accumulators (one packed register of every bin's contribution).
-        totals = []
-        for bin_ in range(self.bins):
-            operands = []
-            for group in groups:
-                value = Cat(*(p[bin_] for p in group))
-                operands.append(value.as_signed() if c.mode == "ik" else value)
-            totals.append(adder_tree(operands))
-        step = len(totals[0])
-        packed = Cat(*totals)
-        if "accumulate" in cuts:
-            packed = stage(packed, "contribution", btc)
-        else:
-            packed = named(btc, packed, "contribution")
-        contributions = [packed[b * step:(b + 1) * step] for b in range(self.bins)]
-        if c.mode == "ik":
-            contributions = [value.as_signed() for value in contributions]
-
-        acc = Signal(self.bins * width, name="acc")
-
-        def sums(base):
-            """Every bin's ``base + contribution`` modulo ``2**count_bits``, one signal."""
-            return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
-                                    for b, contribution in enumerate(contributions))), "sum")
-
-        kind = c.bank_kind
-        if kind == "direct":
-            # sum = (fresh ? 0 : acc) + contribution loads the accumulators at every clock
-            # enable and, at the end of a reduction, the readout bank.
-            readout = Signal(self.bins * width, name="readout", reset_less=True)
-            total = sums(named(accm, Mux(self.fresh, 0, acc), "acc_or_zero"))
-            with accm.If(self.ce):
-                accm.d.sync += acc.eq(total)
-            with rd.If(self.load):
-                rd.d.sync += readout.eq(total)
-            rd.d.comb += self.count.eq(readout.word_select(self.pointer, width))
-        elif kind == "shift":
-            # acc <= clear ? 0 : acc + contribution; the bank loads the sums or shifts.
-            readout = Signal(self.bins * width, name="readout", reset_less=True)
-            total = sums(acc)
-            with accm.If(self.ce):
-                accm.d.sync += acc.eq(Mux(self.clear, 0, total))
-            with rd.If(self.bank_enable):
-                with rd.If(self.bank_load):
-                    rd.d.sync += readout.eq(total)
-                with rd.Else():
-                    rd.d.sync += readout.eq(Cat(readout[width:], self.shift_in))
-            rd.d.comb += self.count.eq(readout[:width])
-        else:
-            # One bank: the accumulators add, or shift out towards bin 0.
-            total = sums(acc)
-            with accm.If(self.ce):
-                accm.d.sync += acc.eq(total)
-            with accm.Elif(self.shift):
-                accm.d.sync += acc.eq(Cat(acc[width:], self.shift_in))
-            rd.d.comb += self.count.eq(acc[:width])
-        return m

@@ -1,12 +1,12 @@
 """Oaken decomposer: threshold grouping and group shift (Oaken section 4.3-4.4, 5.2; SPEC 4)."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .lanes import split_lanes
 from .params import check_int
-from .stream_stage import SkidBuffer, StallPipeline, check_pipeline
+from .stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
 
 __all__ = ["OakenDecomposer", "MIDDLE", "INNER", "OUTER", "THRESHOLDS", "check_lanes"]
 
@@ -167,6 +167,8 @@ class OakenDecomposer(wiring.Component):
             outliers.append(Mux(outer, Mux(above_outer, diff["t_hi_o"], diff["t_lo_o"]),
                                 Mux(inner, x, 0))[:S])
 
-        out = pipe.stage(Cat(*groups, *sides, *inliers, *outliers), name="out")
-        m.d.comb += core.payload.as_value().eq(out)
+        out = pipe.stage(pack_fields(self.out_layout, {"group": groups, "side": sides,
+                                                       "inlier": inliers, "outlier": outliers}),
+                         name="out")
+        m.d.comb += core.payload.eq(out)
         return m

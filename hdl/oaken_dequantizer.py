@@ -1,15 +1,21 @@
-"""Oaken dequantizer: zero-insert of COO outliers and integer dequantization (Oaken 5.2; SPEC 4)."""
+"""Oaken dequantizer: zero-insert of COO outliers and integer dequantization (Oaken 5.2; SPEC 4).
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+The unit (slots, COO intake, issue) is here; the predecode and scatter of a COO beat are in
+:mod:`hdl.oaken_dequantizer_coo`, the per-lane arithmetic in
+:mod:`hdl.oaken_dequantizer_arithmetic`.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .arith import at_least, or_tree
-from .lanes import split_lanes
 from .oaken_decomposer import THRESHOLDS, check_lanes
+from .oaken_dequantizer_arithmetic import dequantize
+from .oaken_dequantizer_coo import COO_INDEX_BITS, ENTRY_BITS, predecode, scatter
 from .params import check_int
-from .stream_stage import StallPipeline, check_pipeline
+from .stream_stage import StallPipeline, check_pipeline, pack_fields
 
 __all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER"]
 
@@ -17,9 +23,6 @@ __all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER"]
 METADATA = ("mid_min", "mid_d", "in_min", "in_d", "out_min", "out_d")
 #: Groups in the order of the metadata pairs.
 GROUPS = ("mid", "in", "out")
-
-COO_INDEX_BITS = 6
-ENTRY_BITS = 8
 
 #: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenDequantizer`).
 CUT_ORDER = ("coo", "scatter", "select", "sum", "partial", "offset", "queue")
@@ -165,10 +168,6 @@ class OakenDequantizer(wiring.Component):
         self.cuts = frozenset(CUT_ORDER[:self.pipeline])
         self.meta_bits = self.data_bits + self.frac_bits + 2
         self.windows = self.vec_len // self.lanes
-        # Malformed checks of a COO beat: count > lanes, per entry an index >= vec_len (when
-        # vec_len < 64), per entry but the first an index not above the previous one.
-        self._bad_bits = (1 + (self.lanes if self.vec_len < (1 << COO_INDEX_BITS) else 0)
-                          + self.lanes - 1)
         #: Cycles from a COO transfer to its entries counting for window completeness.
         self.coo_latency = 1 + len(self.cuts & {"coo", "scatter"})
         # A slot is freed one cycle after its final window; the next chunks' COO beats must
@@ -212,20 +211,6 @@ class OakenDequantizer(wiring.Component):
             **{f"{g}_min": signed(self.meta_bits + 1) for g in GROUPS},
             **{f"{g}_d": meta for g in GROUPS},
             **{f"{g}_d3": signed(self.meta_bits + 2) for g in GROUPS},
-        })
-        lines = data.ArrayLayout(unsigned(8), self.lanes)
-        self._pre_layout = data.StructLayout({
-            "entries": data.ArrayLayout(unsigned(ENTRY_BITS), self.lanes),
-            "high": lines, "high_outer": lines, "high_sign": lines, "low": lines,
-            "reach": data.ArrayLayout(unsigned(self.windows), self.lanes),
-            "present": unsigned(self.lanes), "last_entry": unsigned(self.lanes),
-            "last": unsigned(1), "overfull": unsigned(1),
-        })
-        self._dec_layout = data.StructLayout({
-            "hit": unsigned(self.vec_len), "outer": unsigned(self.vec_len),
-            "sign": unsigned(self.vec_len), "reach": unsigned(self.windows),
-            "first_index": unsigned(COO_INDEX_BITS), "last_index": unsigned(COO_INDEX_BITS),
-            "bad": unsigned(self._bad_bits), "any": unsigned(1), "last": unsigned(1),
         })
         super().__init__({
             "hdr": In(stream.Signature(self.hdr_layout)),
@@ -292,13 +277,13 @@ class OakenDequantizer(wiring.Component):
             with m.Else():
                 m.d.sync += coo_open.eq(1)
         # Predecode (-> "coo" cut) -> scatter (-> "scatter" cut) -> map write.
-        pre = self._predecode(m, self.coo.payload)
+        pre = predecode(m, self.coo.payload, lanes=L, windows=W)
         beat_valid, beat_slot = coo_take, coo_wp
         if "coo" in cuts:
             pre = _register(m, pre, "coo_lines")
             beat_slot = _register(m, beat_slot, "coo_lines_slot")
             beat_valid = _register(m, beat_valid, "coo_lines_valid", reset=True)
-        dec = self._scatter(m, pre)
+        dec = scatter(m, pre, lanes=L, vec_len=V, windows=W)
         if "scatter" in cuts:
             dec = _register(m, dec, "scatter")
             beat_slot = _register(m, beat_slot, "scatter_slot")
@@ -421,182 +406,9 @@ class OakenDequantizer(wiring.Component):
         lane_hit, lane_outer, lane_sign = (pipe.stage(f, name=f"i_{n}") for f, n in
                                            zip(flags, ("hit", "outer", "sign")))
         header = pipe.stage(header, name="i_header")
-        results = self._arithmetic(m, pipe, codes, lane_hit, lane_outer, lane_sign, header)
+        results = dequantize(self, m, pipe, codes, lane_hit, lane_outer, lane_sign, header)
         # The output register (the queue's storage plays that part when there is a queue).
-        out = pipe.stage(Cat(*results), name="x_reg", enable=not queue)
-        m.d.comb += core.payload.as_value().eq(out)
+        out = pipe.stage(pack_fields(self.out_layout, {"x": results}), name="x_reg",
+                         enable=not queue)
+        m.d.comb += core.payload.eq(out)
         return m
-
-    def _predecode(self, m, beat):
-        """Predecode a COO beat (combinational): per entry, its index split into one-hot
-        high (with presence, and with the group or sign bit folded in) and low 3-bit lines,
-        whether it is the last present entry, and per window whether its index reaches the
-        window's last position; the raw entries, presence and flags of the beat."""
-        L, W = self.lanes, self.windows
-        lane_bits = (L - 1).bit_length()
-        pre = Signal(self._pre_layout, name="coo_pre")
-        count = beat.count
-        overfull = at_least(count, L + 1)
-        present = Signal(L, name="coo_present")
-        with m.Switch(count):                  # thermometer: entry j present when j < count
-            for c in range(L + 1):
-                with m.Case(c):
-                    m.d.comb += present.eq((1 << c) - 1)
-            with m.Default():
-                m.d.comb += present.eq((1 << L) - 1)
-        entries = split_lanes(m, beat.entries, ENTRY_BITS, L, name="coo_in")
-        m.d.comb += [
-            pre.entries.eq(beat.entries),
-            pre.present.eq(present),
-            pre.last_entry.eq(present & ~(present >> 1)),
-            pre.last.eq(beat.last),
-            pre.overfull.eq(overfull),
-        ]
-        for j, entry in enumerate(entries):
-            index = entry[2:]
-            for k in range(8):
-                high = present[j] & (index[3:] == k)
-                m.d.comb += [
-                    pre.high[j][k].eq(high),
-                    pre.high_outer[j][k].eq(high & entry[1]),
-                    pre.high_sign[j][k].eq(high & entry[0]),
-                    pre.low[j][k].eq(index[:3] == k),
-                ]
-            for w in range(W):
-                m.d.comb += pre.reach[j][w].eq(at_least(index, ((w + 1) << lane_bits) - 1))
-        return pre
-
-    def _scatter(self, m, pre):
-        """Decode predecoded COO lines (combinational): the positions the beat names
-        (one-hot ORed per position, for the hit / outer / sign maps), the windows it
-        completes (thermometer), its first and last indices and its malformed checks (one
-        bit per check, ORed by the caller)."""
-        L, V = self.lanes, self.vec_len
-        dec = Signal(self._dec_layout, name="coo_dec")
-        lines = (pre.high, pre.high_outer, pre.high_sign)
-        # In a well-formed chunk entry j's index is at least j: lower positions skip it.
-        for kind, field in enumerate((dec.hit, dec.outer, dec.sign)):
-            for p in range(V):
-                m.d.comb += field[p].eq(or_tree(
-                    lines[kind][j][p >> 3] & pre.low[j][p & 7] for j in range(min(L, p + 1))))
-        indices = [pre.entries[j][2:] for j in range(L)]
-        for w in range(self.windows):
-            m.d.comb += dec.reach[w].eq(or_tree(pre.last_entry[j] & pre.reach[j][w]
-                                                for j in range(L)))
-        m.d.comb += dec.last_index.eq(or_tree([Mux(pre.last_entry[j], indices[j], 0)
-                                               for j in range(L)]))
-        bad = [pre.overfull]
-        for j in range(L):
-            if V < (1 << COO_INDEX_BITS):
-                bad.append(pre.present[j] & at_least(indices[j], V))
-            if j:
-                bad.append(pre.present[j] & (indices[j] <= indices[j - 1]))
-        m.d.comb += [
-            dec.bad.eq(Cat(*bad)),
-            dec.first_index.eq(indices[0]),
-            dec.any.eq(pre.present[0]),
-            dec.last.eq(pre.last),
-        ]
-        return dec
-
-    def _offset(self, m, lane, outlier, outer, sign, below, shared):
-        """The threshold term of lane ``lane`` for x' = offset + (-m if negated else m), with
-        -m = ~m + 1 and the 1 in the offset; ``below`` is m < 0 (middle: t_lo_i instead of
-        t_hi_i)."""
-        offset = Signal(signed(self.data_bits + 1), name=f"offset_{lane}")
-        with m.If(~outlier):
-            m.d.comb += offset.eq(Mux(below, shared["t_lo_i"], shared["t_hi_i"]))
-        with m.Elif(outer):
-            m.d.comb += offset.eq(Mux(sign, shared["t_lo_o1"], shared["t_hi_o"]))
-        with m.Else():
-            m.d.comb += offset.eq(Mux(sign, 1, 0))
-        return offset
-
-    def _arithmetic(self, m, pipe, codes, lane_hit, lane_outer, lane_sign, header):
-        """Per lane: v = min + q d, m = v >> F, offset, saturation; the cuts of ``self.cuts``
-        between the steps. Returns the saturated lane values (combinational, for the output
-        register or the queue).
-
-        ``q d = q[1:0] d + 4 q[3:2] d``, each a 4:1 choice of 0, d, 2d and 3d (3d is formed
-        once per chunk with the header): no multiplier, two adders per lane. ``min`` already
-        holds the rounding constant.
-        """
-        F, D = self.frac_bits, self.data_bits
-        cuts = self.cuts
-        codes = split_lanes(m, codes, 4, self.lanes, name="code")
-        shared = {n: header[n] for n in ("t_lo_i", "t_hi_i", "t_hi_o", "t_lo_o1")}
-
-        def cut(name, values, label):
-            return [pipe.stage(v, name=f"{label}_{k}", enable=name in cuts)
-                    for k, v in enumerate(values)]
-
-        def cut_shared(name):
-            for n in list(shared):
-                shared[n] = pipe.stage(shared[n], name=f"{name}_{n}", enable=name in cuts)
-
-        def pick(group_of, outlier, outer):
-            return Mux(outlier, Mux(outer, group_of("out"), group_of("in")), group_of("mid"))
-
-        lanes = []
-        for lane in range(self.lanes):
-            outlier, outer, sign = lane_hit[lane], lane_outer[lane], lane_sign[lane]
-            minimum = pick(lambda g: header[f"{g}_min"], outlier, outer)
-            step = pick(lambda g: header[f"{g}_d"], outlier, outer)
-            step3 = pick(lambda g: header[f"{g}_d3"], outlier, outer)
-            lanes.append(cut("select", (codes[lane], minimum, step, step3, outlier, outer,
-                                        sign), f"s{lane}"))
-        cut_shared("select")
-
-        for lane, (q, minimum, step, step3, outlier, outer, sign) in enumerate(lanes):
-            multiples = (0, step, step << 1, step3)
-            low = Signal(signed(self.meta_bits + 2), name=f"low_{lane}")
-            high = Signal(signed(self.meta_bits + 2), name=f"high_{lane}")
-            m.d.comb += [low.eq(Array(multiples)[q[:2]]), high.eq(Array(multiples)[q[2:]])]
-            partial = Signal(signed(self.meta_bits + 3), name=f"partial_{lane}")
-            m.d.comb += partial.eq(minimum + low)
-            lanes[lane] = cut("partial", (partial, high, outlier, outer, sign), f"p{lane}")
-        cut_shared("partial")
-
-        # With the "offset" cut the sum stage also applies the sign (~m; the + 1 is in the
-        # offset) and chooses the offset, so that the offset stage is two adders side by side
-        # and one multiplexer level: middle elements take m + t_lo_i instead of m + t_hi_i
-        # when m < 0, the sign of m being the last bit of the sum's adder.
-        parallel = "offset" in cuts
-        for lane, (partial, high, outlier, outer, sign) in enumerate(lanes):
-            value = Signal(signed(self.meta_bits + 5), name=f"v_{lane}")
-            m.d.comb += value.eq(partial + (high << 2))
-            mag = value >> F
-            extra = ()
-            if parallel:
-                negate = outlier & sign
-                mag = Mux(negate, ~mag, mag)
-                offset = self._offset(m, lane, outlier, outer, sign, Const(0, 1), shared)
-                low_offset = Signal(signed(D), name=f"offset_low_{lane}")
-                m.d.comb += low_offset.eq(Mux(outlier, 0, shared["t_lo_i"]))
-                extra = (offset, low_offset)
-            lanes[lane] = cut("sum", (mag, outlier, outer, sign, *extra), f"m{lane}")
-        cut_shared("sum")
-
-        lo, hi = -(1 << (D - 1)), (1 << (D - 1)) - 1
-        results = []
-        for lane, (mag, outlier, outer, sign, *extra) in enumerate(lanes):
-            full = Signal(signed(D + 8), name=f"xfull_{lane}")
-            if parallel:
-                offset, low_offset = extra
-                added = Signal(signed(D + 8), name=f"xadded_{lane}")
-                lowered = Signal(signed(D + 8), name=f"xlowered_{lane}")
-                m.d.comb += [
-                    added.eq(offset + mag),
-                    lowered.eq(low_offset + mag),
-                    full.eq(Mux(~outlier & mag[-1], lowered, added)),
-                ]
-            else:
-                offset = self._offset(m, lane, outlier, outer, sign, mag[-1], shared)
-                m.d.comb += full.eq(offset + Mux(outlier & sign, ~mag, mag))
-            full = pipe.stage(full, name=f"o_full_{lane}", enable="offset" in cuts)
-            top = full[D - 1:]
-            sat = Signal(signed(D), name=f"xsat_{lane}")
-            m.d.comb += sat.eq(Mux((top == 0) | (top == (1 << len(top)) - 1), full[:D],
-                                   Mux(full[-1], lo, hi)))
-            results.append(sat)
-        return results

@@ -16,15 +16,19 @@ pieces here are what the units compose to build them:
 * :func:`output_register`: one register stage (a :class:`StallPipeline` of depth 1 whose
   payload register the caller writes).
 * :func:`check_pipeline`: the parameter check every unit shares.
+* :func:`pack_fields`: a payload's bits assembled by field name (no ``Cat`` that relies on the
+  order of the layout's fields).
 """
 
-from amaranth.hdl import Cat, Module, Signal, Value
-from amaranth.lib import stream, wiring
+from collections.abc import Mapping
+
+from amaranth.hdl import Cat, Module, Shape, Signal, Value
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import check_int
 
-__all__ = ["output_register", "StallPipeline", "SkidBuffer", "check_pipeline"]
+__all__ = ["output_register", "StallPipeline", "SkidBuffer", "check_pipeline", "pack_fields"]
 
 
 def check_pipeline(value, *, max_value):
@@ -103,6 +107,86 @@ def register_packed(items, register, *, group, name):
             registered.append(part.as_signed() if value.shape().signed else part)
             offset += len(value)
     return registered
+
+
+def pack_fields(layout, fields):
+    """Return the bits of a ``layout`` value whose fields hold ``fields`` (combinational).
+
+    Each value is placed at its field's offset, found by name, so that a payload assembled
+    here stays right if the layout's fields are reordered (a ``Cat`` in layout order would
+    silently swap them). The result is the ``Cat`` of the values in offset order: assign it
+    to the payload (``payload.eq(...)``) or register it.
+
+    Parameters
+    ----------
+    layout : layout-like
+        A layout whose fields tile its bits (a :class:`~amaranth.lib.data.StructLayout`, or an
+        :class:`~amaranth.lib.data.ArrayLayout` with the element indices as names).
+    fields : mapping
+        Field name -> value-like of exactly the field's width. A field whose shape is an
+        :class:`~amaranth.lib.data.ArrayLayout` may instead be given as a sequence of its
+        elements (element 0 first), each of exactly the element's width.
+
+    Returns
+    -------
+    Value
+        ``layout.size`` bits.
+
+    Raises
+    ------
+    TypeError
+        If ``layout`` is not a layout, ``fields`` is not a mapping, a value is not value-like,
+        or a sequence is given for a field that is not an ``ArrayLayout``.
+    ValueError
+        If a field of ``layout`` is missing from ``fields``, a name in ``fields`` is not a field
+        of ``layout``, a value (or an element, or the number of elements) does not match its
+        field, or the fields of ``layout`` overlap or leave gaps.
+    """
+    layout = data.Layout.cast(layout)
+    if not isinstance(fields, Mapping):
+        raise TypeError(f"Fields must be a mapping of field names to values, not {fields!r}")
+    members = dict(layout)
+    names = ", ".join(repr(name) for name in members)
+    for name in fields:
+        if name not in members:
+            raise ValueError(f"Unknown field {name!r}; the layout's fields are {names}")
+    parts, offset = [], 0
+    for name, field in sorted(members.items(), key=lambda item: item[1].offset):
+        if field.offset != offset:
+            raise ValueError(f"Fields of the layout must tile its bits, but field {name!r} "
+                             f"starts at bit {field.offset}, not {offset}")
+        if name not in fields:
+            raise ValueError(f"Field {name!r} is missing; the layout's fields are {names}")
+        parts.append(_field_bits(name, field, fields[name]))
+        offset += field.width
+    if offset != layout.size:
+        raise ValueError(f"Fields of the layout must tile its bits, but they cover {offset} "
+                         f"of its {layout.size} bits")
+    return Cat(*parts)
+
+
+def _field_bits(name, field, value):
+    """``value`` (a value-like, or a sequence of elements for an ``ArrayLayout`` field) as the
+    bits of field ``name``, checked against its width."""
+    if isinstance(value, (list, tuple)):
+        shape = field.shape
+        if not isinstance(shape, data.ArrayLayout):
+            raise TypeError(f"Field {name!r} is not an ArrayLayout and takes one value, not a "
+                            f"sequence of {len(value)}")
+        if len(value) != shape.length:
+            raise ValueError(f"Field {name!r} must be given {shape.length} elements, not "
+                             f"{len(value)}")
+        width = Shape.cast(shape.elem_shape).width
+        elements = [Value.cast(element) for element in value]
+        for index, element in enumerate(elements):
+            if len(element) != width:
+                raise ValueError(f"Element {index} of field {name!r} must be {width} bits "
+                                 f"wide, not {len(element)}")
+        return Cat(*elements)
+    value = Value.cast(value)
+    if len(value) != field.width:
+        raise ValueError(f"Field {name!r} must be {field.width} bits wide, not {len(value)}")
+    return value
 
 
 class StallPipeline:

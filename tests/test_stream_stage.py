@@ -3,17 +3,18 @@
 
 The reference is the stream rules themselves: every beat sent arrives once, in order, with the
 value the stage function gives it; a producer holds payload and valid until ready; at ready held
-high the pipeline takes a beat per cycle and each arrives ``latency`` cycles later.
+high the pipeline takes a beat per cycle and each arrives ``latency`` cycles later. pack_fields
+against the layout's own view of the packed bits.
 """
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline
+from hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
 
 
 class _AddChain(wiring.Component):
@@ -144,3 +145,59 @@ def test_pipeline_parameter_check_names_the_parameter():
         check_pipeline("1", max_value=3)
     with pytest.raises(ValueError, match="latency must be at least 1"):
         StallPipeline(Module(), None, None, latency=0)
+
+
+_LAYOUT = data.StructLayout({"a": unsigned(3), "lanes": data.ArrayLayout(signed(4), 2),
+                             "flag": unsigned(1)})
+
+
+@pytest.mark.parametrize("lanes_whole", [False, True])
+def test_pack_fields_places_each_field_by_name(lanes_whole):
+    # Fields given in another order than the layout's; the array field as its elements or as
+    # one value.
+    m = Module()
+    a, flag = Signal(3), Signal()
+    lanes = [Signal(signed(4)), Signal(signed(4))]
+    view = Signal(_LAYOUT)
+    m.d.comb += view.eq(pack_fields(_LAYOUT, {
+        "flag": flag, "lanes": Cat(*lanes) if lanes_whole else lanes, "a": a}))
+    cases = [(5, -3, 7, 1), (0, -8, -1, 0), (7, 0, 2, 1), (1, 6, -5, 0)]
+
+    async def bench(ctx):
+        for case in cases:
+            for signal, value in zip((a, *lanes, flag), case):
+                ctx.set(signal, value)
+            await ctx.delay(1e-9)
+            assert (ctx.get(view.a), ctx.get(view.lanes[0]), ctx.get(view.lanes[1]),
+                    ctx.get(view.flag)) == case
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_pack_fields_refuses_fields_that_do_not_match_the_layout():
+    a, flag = Signal(3), Signal()
+    lanes = [Signal(signed(4)), Signal(signed(4))]
+    fields = {"a": a, "lanes": lanes, "flag": flag}
+    assert len(pack_fields(_LAYOUT, fields)) == _LAYOUT.size
+    with pytest.raises(ValueError, match=r"Unknown field 'flags'; the layout's fields are "
+                                         r"'a', 'lanes', 'flag'"):
+        pack_fields(_LAYOUT, {**fields, "flags": flag})
+    with pytest.raises(ValueError, match=r"Field 'flag' is missing"):
+        pack_fields(_LAYOUT, {"a": a, "lanes": lanes})
+    with pytest.raises(ValueError, match=r"Field 'a' must be 3 bits wide, not 4"):
+        pack_fields(_LAYOUT, {**fields, "a": Signal(4)})
+    with pytest.raises(ValueError, match=r"Field 'lanes' must be 8 bits wide, not 7"):
+        pack_fields(_LAYOUT, {**fields, "lanes": Signal(7)})
+    with pytest.raises(ValueError, match=r"Element 1 of field 'lanes' must be 4 bits wide, "
+                                         r"not 3"):
+        pack_fields(_LAYOUT, {**fields, "lanes": [lanes[0], Signal(3)]})
+    with pytest.raises(ValueError, match=r"Field 'lanes' must be given 2 elements, not 1"):
+        pack_fields(_LAYOUT, {**fields, "lanes": lanes[:1]})
+    with pytest.raises(TypeError, match=r"Field 'a' is not an ArrayLayout"):
+        pack_fields(_LAYOUT, {**fields, "a": [a]})
+    with pytest.raises(TypeError, match=r"Fields must be a mapping"):
+        pack_fields(_LAYOUT, [a, lanes, flag])
+    with pytest.raises(ValueError, match=r"must tile its bits"):
+        pack_fields(data.UnionLayout({"a": 3, "b": 3}), {"a": a, "b": Signal(3)})

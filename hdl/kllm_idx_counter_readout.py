@@ -1,0 +1,154 @@
+"""Readout control of the KLLM Index Distribution Counter
+(:class:`hdl.kllm_idx_counter.KllmIdxCounter`), one function per arrangement of its banks
+(``bank_kind``): when a reduction's sums enter the bank that is read out, and how the bank
+sends them on ``source`` (``o``, or the skid buffer in front of it), one bin per beat.
+
+Each function takes the counter, the module ``m`` to build in, the counter's front pipeline
+``front`` and its ``contrib`` stream (valid: the beat at the accumulators ends a reduction),
+the bins' ``parts`` (:class:`~hdl.kllm_idx_counter_bins._Bins`), ``source`` and the
+``busy`` flag (the bank holds a histogram not yet sent).
+"""
+
+from amaranth.hdl import Array, Mux, Signal
+
+__all__ = ["direct_banks", "pipelined_banks", "single_bank"]
+
+
+def direct_banks(counter, m, front, contrib, parts, source, busy):
+    """Control of the banks without cuts (``pipeline=0``, the lowest latency).
+
+    ``sum = (fresh ? 0 : acc) + contribution`` loads the accumulators at every front clock
+    enable and, at the end of a reduction, the readout bank
+    (:class:`~hdl.kllm_idx_counter_bins._Bins`); a ``2**idx_bits``:1 multiplexer
+    addressed by ``pointer`` drives ``o``. The bank is free when it is idle or its final bin
+    leaves in this cycle.
+    """
+    fresh = Signal(init=1)        # acc holds nothing of the current reduction yet
+    pointer = Signal(counter.idx_bits)
+    at_last_bin = Signal()
+    final_beat = Signal()
+    low = len(parts[0].pointer)
+    count = (parts[0].count if len(parts) == 1
+             else Array(part.count for part in parts)[pointer[low:]])
+    m.d.comb += [
+        at_last_bin.eq(pointer == counter.bins - 1),
+        final_beat.eq(source.valid & source.ready & at_last_bin),
+        contrib.ready.eq(~busy | final_beat),
+        source.valid.eq(busy),
+        source.payload.count.eq(count),
+        source.payload.last.eq(at_last_bin),
+    ]
+    end_of_reduction = contrib.valid & contrib.ready
+    for part in parts:
+        m.d.comb += [part.fresh.eq(fresh), part.load.eq(end_of_reduction),
+                     part.pointer.eq(pointer[:low])]
+    with m.If(front.ce):
+        m.d.sync += fresh.eq(end_of_reduction)
+    with m.If(source.valid & source.ready):
+        m.d.sync += pointer.eq(pointer + 1)
+    with m.If(end_of_reduction):
+        m.d.sync += [busy.eq(1), pointer.eq(0)]
+    with m.Elif(final_beat):
+        m.d.sync += busy.eq(0)
+
+
+def _chain(m, parts):
+    """Bin 0 of each part's bank shifts into the top bin of the part below it."""
+    for below, above in zip(parts, parts[1:]):
+        m.d.comb += below.shift_in.eq(above.count)
+
+
+def pipelined_banks(counter, m, front, contrib, parts, source, busy):
+    """Control of the banks with the readout cut (``pipeline >= 1``).
+
+    * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
+      skid buffer (``source`` -> ``o``), so ``o.ready`` reaches no clock enable.
+    * ``acc <= last ? 0 : acc + contribution``: the `last` beat clears the accumulators
+      (the select is the ``contrib.valid`` flop, after the carry chain) and loads the sums
+      into the readout bank.
+    * The decisions that fan out to a thousand flip-flops come from flip-flops: whether the
+      bank is free (``bank_free``: it enters the front's clock enable), whether it loads
+      (``bank_load``, its select) and whether it changes at all (``bank_enable``, its clock
+      enable). Each is computed one cycle ahead from the next state of the control flops,
+      the skid buffer's ``i.ready`` included (from its stream contract: it stays high
+      while the buffer's output register is free or drains, and drops after a beat arrives
+      while it is held).
+    """
+    pointer = Signal(counter.idx_bits)
+    at_last_bin = Signal()        # readout[0] holds the final bin
+    bank_free = Signal(init=1)    # == ~busy | (source.ready & at_last_bin)
+    bank_load = Signal()          # == contrib.valid & bank_free
+    bank_enable = Signal()        # == bank_load | (busy & source.ready)
+
+    transfer = source.valid & source.ready
+    m.d.comb += [
+        contrib.ready.eq(bank_free),
+        source.valid.eq(busy),
+        source.payload.count.eq(parts[0].count),
+        source.payload.last.eq(at_last_bin),
+    ]
+    end_of_reduction = contrib.valid & bank_free
+
+    # Next state of the control flops.
+    busy_next = Signal()
+    at_last_next = Signal()
+    ready_next = Signal()
+    last_beat_next = Signal()
+    m.d.comb += [
+        busy_next.eq(end_of_reduction | (busy & ~(transfer & at_last_bin))),
+        at_last_next.eq(Mux(end_of_reduction, 0,
+                            Mux(transfer, pointer == counter.bins - 2, at_last_bin))),
+        # The skid buffer's i.ready in the next cycle.
+        ready_next.eq(~counter.o.valid | counter.o.ready | (source.ready & ~transfer)),
+        # contrib.valid in the next cycle (the front's valid chain): it advances unless the
+        # `last` beat at its end waits (written without `front.ce`, a net of high fan-out,
+        # so that this is one LUT of flip-flops).
+        last_beat_next.eq(front.valid[-2] | (contrib.valid & ~bank_free)),
+    ]
+    free_next = ~busy_next | (ready_next & at_last_next)
+    load_next = last_beat_next & free_next
+    m.d.sync += [
+        busy.eq(busy_next),
+        at_last_bin.eq(at_last_next),
+        bank_free.eq(free_next),
+        bank_load.eq(load_next),
+        bank_enable.eq(load_next | (busy_next & ready_next)),
+    ]
+    with m.If(end_of_reduction):
+        m.d.sync += pointer.eq(0)
+    with m.Elif(transfer):
+        m.d.sync += pointer.eq(pointer + 1)
+    for part in parts:
+        m.d.comb += [part.clear.eq(contrib.valid), part.bank_enable.eq(bank_enable),
+                     part.bank_load.eq(bank_load)]
+    _chain(m, parts)
+
+
+def single_bank(counter, m, front, contrib, parts, source, busy):
+    """Control of one bank (``banks=1``): the accumulators are read out themselves.
+
+    The `last` beat's sums stay in the accumulators, which then shift towards bin 0 (read
+    at ``o``, or at the skid buffer with the readout cut) one bin per transfer, zeros
+    entering at the top: after the final bin they hold zeros, the start of the next
+    reduction. While the bank is busy the whole front holds (``busy`` is its ``hold``),
+    so ``i.ready`` is low; it resumes in the cycle after the final bin leaves.
+    """
+    pointer = Signal(counter.idx_bits)
+    at_last_bin = Signal()        # acc[0] holds the final bin
+    transfer = source.valid & source.ready
+    end_of_reduction = contrib.valid & front.ce
+    m.d.comb += [
+        contrib.ready.eq(1),
+        source.valid.eq(busy),
+        source.payload.count.eq(parts[0].count),
+        source.payload.last.eq(at_last_bin),
+    ]
+    for part in parts:
+        m.d.comb += part.shift.eq(transfer)
+    _chain(m, parts)
+    with m.If(end_of_reduction):
+        m.d.sync += [busy.eq(1), pointer.eq(0), at_last_bin.eq(0)]
+    with m.Elif(transfer):
+        m.d.sync += [pointer.eq(pointer + 1), at_last_bin.eq(pointer == counter.bins - 2)]
+        with m.If(at_last_bin):
+            m.d.sync += busy.eq(0)
