@@ -92,7 +92,8 @@ paper: $(STAMP)
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
-# then `python -m verif.host --port /dev/ttyUSB1 --unit ... --count N` streams vectors to it.
+# then `python -m fpga host --port /dev/ttyUSB1 --manifest .../<unit>.manifest.json --count N`
+# streams vectors to it.
 BOARD ?= icebreaker
 BAUD  ?= 115200
 bitstream: $(STAMP)

@@ -8,8 +8,11 @@ Layers, bottom up: `fpga.tools` (finding a tool, log tails), `fpga.yosys` (synth
 cell counts), `fpga.nextpnr` (nextpnr's report and capacity lines), `fpga.wrapper` (the
 registered timing wrapper), `fpga.fmax` (a place-and-route run), `fpga.cache` (results kept
 by Verilog and flow), `fpga.jobs` (the job runner: local process pool or dask, one progress
-bar); the studies (`area`, `fmax`, `report`, `sweep`, `accllm_table`, `paper_area`) and the
-board build (`bitstream`) above them, all run by `python -m fpga <command>`.
+bar, one failure shape `fpga.jobs.Failure`); the studies above them describe rows and render
+(`area`, `fmax`, `report` + `report_render`, `sweep` + `sweep_report`, `accllm_table` +
+`accllm_report`, `paper_area`), all run by `python -m fpga <command>`. The board link is the
+package `fpga.bridge` (protocol, gateware, board builds, host; ``python -m fpga bitstream`` and
+``python -m fpga host``).
 """
 
 from fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version

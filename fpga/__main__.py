@@ -1,5 +1,5 @@
-"""One command line for the studies: ``python -m fpga {area,fmax,report,sweep,accllm,
-paper-area,bitstream} ...``.
+"""One command line for the studies and the board link: ``python -m fpga {area,fmax,report,
+sweep,accllm,paper-area,bitstream,host} ...``.
 
 ``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
 own command lines (``python -m fpga <command> --help``), which ``python -m fpga.<module>``
@@ -39,7 +39,8 @@ COMMANDS = {
     "sweep": ("fpga.sweep", "area (and Fmax) against one parameter of a unit"),
     "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
     "paper-area": ("fpga.paper_area", "KLLM Table I's area ratios next to ours"),
-    "bitstream": ("fpga.bitstream", "a unit behind the UART bridge, built for a board"),
+    "bitstream": ("fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
+    "host": ("fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
 }
 
 
@@ -108,8 +109,8 @@ def _area_command(arguments: argparse.Namespace) -> int:
     )
     if failures:
         for failure in failures:
-            _report(f"\n=== {failure.unit} / {failure.target} failed ===\n{failure.message}")
-        failed_pairs = ", ".join(f"{failure.unit}/{failure.target}" for failure in failures)
+            _report(f"\n=== {' / '.join(failure.job)} failed ===\n{failure.message}")
+        failed_pairs = ", ".join("/".join(failure.job) for failure in failures)
         stale_reports = remove_reports(build_dir / "reports")
         removed = f" (removed stale {', '.join(map(str, stale_reports))})" if stale_reports else ""
         _report(

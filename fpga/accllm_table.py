@@ -30,8 +30,9 @@ full pipeline; the SB_MAC16 / MULT18X18D registers in use); the plain multiplier
 the row's family (``AccllmPlainMul(target=...)``).
 
 Each row's Verilog is generated into ``<build-dir>/accllm_table/<row-id>/`` and synthesized
-there (Yosys runs in ``<row-id>/<unit>-<target>/``); the table goes to standard output and to
-``<build-dir>/reports/accllm_dsp_mul.md`` and ``.csv``; progress goes to standard error.
+there (Yosys runs in ``<row-id>/<unit>-<target>/``); the table (:mod:`fpga.accllm_report`)
+goes to standard output and to ``<build-dir>/reports/accllm_dsp_mul.md`` and ``.csv``;
+progress goes to standard error.
 
 Exit codes: 0 on success, 1 if a synthesis run failed (no report is written and stale ones
 are removed), 2 for bad arguments.
@@ -40,8 +41,6 @@ are removed), 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import re
 import sys
 import time
@@ -49,9 +48,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fpga.accllm_report import COLUMNS, report_markdown, table_csv, table_markdown
 from fpga.area import positive_int_argument, remove_reports, write_reports
-from fpga.jobs import run_jobs
-from fpga.yosys import TARGETS, SynthError, SynthResult, synth, yosys_version
+from fpga.jobs import Failure, run_jobs
+from fpga.yosys import SynthError, SynthResult, synth, yosys_version
 from gen import generate
 from hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
 
@@ -60,7 +60,6 @@ __all__ = [
     "MODES",
     "PACKED_VARIANT",
     "Row",
-    "RowFailure",
     "SYNTH_TARGETS",
     "build_rows",
     "main",
@@ -94,17 +93,6 @@ INFERRED_VARIANT = "generic inference"
 PLAIN_VARIANT = "plain multipliers"
 
 PACKED_UNIT, PLAIN_UNIT = "accllm_dsp_mul", "accllm_plain_mul"
-
-METRICS = ("DSP", "LUT", "CARRY", "FF")
-"""Cell counts shown per row (keys of :attr:`fpga.yosys.SynthResult.metrics`)."""
-
-COLUMNS = ("mode", "target", "variant", "x_bits", "products/beat", *METRICS,
-           "products/DSP", "acc. limit", "latency", "note")
-"""Columns of the Markdown table."""
-
-CSV_COLUMNS = ("row_id", "mode", "cross_products", "target", "variant", "x_bits",
-               "products_per_beat", *METRICS, "products_per_dsp", "accumulation_limit",
-               "latency", "packable", "note")
 
 REPORT_NAME = "accllm_dsp_mul"
 """Stem of the report files in ``<build-dir>/reports``."""
@@ -171,14 +159,6 @@ class Row:
     def mode_label(self) -> str:
         """``"w2 (cross)"`` for mode w2 with cross products, else the mode."""
         return f"{self.mode} (cross)" if self.cross_products else self.mode
-
-
-@dataclass(frozen=True)
-class RowFailure:
-    """A row whose generation or synthesis failed, with the error message (quoting the log)."""
-
-    row_id: str
-    message: str
 
 
 def short_reason(message: str) -> str:
@@ -326,7 +306,7 @@ def synthesize_rows(
     *,
     jobs: int = 2,
     progress: Callable[[str], None] | None = None,
-) -> tuple[dict[str, SynthResult], list[RowFailure]]:
+) -> tuple[dict[str, SynthResult], list[Failure]]:
     """Generate and synthesize every packable row in a process pool.
 
     Row ``r`` is generated and synthesized in ``build_dir / "accllm_table" / r.row_id``
@@ -345,8 +325,8 @@ def synthesize_rows(
     Returns
     -------
     results : dict of row id to SynthResult
-    failures : list of RowFailure
-        In table order.
+    failures : list of Failure
+        Tagged by row id, in table order.
 
     Raises
     ------
@@ -358,110 +338,25 @@ def synthesize_rows(
     runnable = [row for row in rows if row.packable]
     table_dir = Path(build_dir) / "accllm_table"
     results: dict[str, SynthResult] = {}
-    failed: dict[str, str] = {}
-    if not runnable:
-        return results, []
+    failed: dict[str, Failure] = {}
     runs = [(row.row_id, _row_job, row.unit, row.params, row.target, table_dir / row.row_id)
             for row in runnable]
-    for done, total, row_id, outcome in run_jobs(runs, workers=jobs):
-        if outcome["ok"]:
-            result = results[row_id] = outcome["value"]
-            status = f"{result.seconds:.1f} s"
-        else:
-            failed[row_id] = outcome["error"]
+    for done, total, row_id, result in run_jobs(runs, workers=jobs):
+        if isinstance(result, Failure):
+            failed[row_id] = result
             status = "FAILED"
+        else:
+            results[row_id] = result
+            status = f"{result.seconds:.1f} s"
         if progress is not None:
             progress(f"[{done}/{total}] {row_id}: {status}")
-    failures = [RowFailure(row.row_id, failed[row.row_id]) for row in runnable
-                if row.row_id in failed]
-    return results, failures
+    return results, [failed[row.row_id] for row in runnable if row.row_id in failed]
 
 
 def _row_job(unit: str, params: dict, target: str, row_dir: Path) -> SynthResult:
     """Worker: generate the row's Verilog and synthesize it."""
     verilog = generate(unit, params, row_dir)
     return synth(verilog, unit, target, row_dir)
-
-
-# --- reports ---------------------------------------------------------------------------------
-
-
-def _cells(row: Row, results: dict[str, SynthResult]) -> list[str]:
-    """The row's values in :data:`COLUMNS` order, as text."""
-    result = results.get(row.row_id)
-    metrics = result.metrics if result is not None else {}
-    counts = [str(metrics[metric]) if metric in metrics else "-" for metric in METRICS]
-    dsp = metrics.get("DSP")
-    per_dsp = "-" if not dsp else _number(row.products / dsp)
-    return [row.mode_label, row.target, row.variant, str(row.x_bits), str(row.products),
-            *counts, per_dsp, _optional(row.acc_limit), _optional(row.latency), row.note]
-
-
-def table_markdown(rows: Sequence[Row], results: dict[str, SynthResult]) -> str:
-    """Markdown table of ``rows`` ("-" where a row has no design or no DSP)."""
-    numeric = {"x_bits", "products/beat", *METRICS, "products/DSP", "acc. limit", "latency"}
-    lines = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "".join("---:|" if column in numeric else "---|" for column in COLUMNS),
-    ]
-    for row in rows:
-        cells = [cell.replace("|", "\\|") for cell in _cells(row, results)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def report_markdown(rows: Sequence[Row], results: dict[str, SynthResult], version: str) -> str:
-    """The full Markdown report: a header, the table, the full not-packable reasons and the
-    Yosys commands."""
-    lines = [
-        "# AccLLM DSP packing: resources",
-        "",
-        f"{version}; cells counted in the flattened, mapped netlist. DSP counts DSP48E2 on "
-        "xilinx, MULT18X18D and ALU54B on ecp5, SB_MAC16 on ice40. Activations signed; "
-        "every design at its default `pipeline`; latency in cycles (input beat to output "
-        "beat); the accumulation limit is the number of packed products that may be summed "
-        "before a field overflows (`accumulation_limit`).",
-        "",
-        table_markdown(rows, results),
-        "",
-    ]
-    reasons = [row for row in rows if not row.packable]
-    if reasons:
-        lines += ["Not packable:", ""]
-        lines += [f"* `{row.row_id}`: {row.full_reason}" for row in reasons]
-        lines.append("")
-    lines += ["| target | device | Yosys synthesis command |", "|---|---|---|"]
-    for target in dict.fromkeys(row.target for row in rows):
-        spec = TARGETS[target]
-        lines.append(f"| {target} | {spec.device} | `{spec.synth_command.format(top='TOP')}` |")
-    return "\n".join(lines) + "\n"
-
-
-def table_csv(rows: Sequence[Row], results: dict[str, SynthResult]) -> str:
-    """One CSV line per row; empty fields where a row has no value."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        metrics = results[row.row_id].metrics if row.row_id in results else {}
-        dsp = metrics.get("DSP")
-        writer.writerow([
-            row.row_id, row.mode, row.cross_products, row.target, row.variant, row.x_bits,
-            row.products, *(metrics.get(metric, "") for metric in METRICS),
-            _number(row.products / dsp) if dsp else "",
-            "" if row.acc_limit is None else row.acc_limit,
-            "" if row.latency is None else row.latency,
-            row.packable, row.full_reason or row.note,
-        ])
-    return buffer.getvalue()
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
-
-
-def _optional(value) -> str:
-    return "-" if value is None else str(value)
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -508,11 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     results, failures = synthesize_rows(rows, build_dir, jobs=arguments.jobs, progress=_report)
     if failures:
         for failure in failures:
-            _report(f"\n=== {failure.row_id} failed ===\n{failure.message}")
+            _report(f"\n=== {failure.job} failed ===\n{failure.message}")
         stale = remove_reports(reports_dir, REPORT_NAME)
         removed = f" (removed stale {', '.join(map(str, stale))})" if stale else ""
         _report(f"\naccllm_table: {len(failures)} of {runnable} synthesis runs failed: "
-                f"{', '.join(failure.row_id for failure in failures)}; no report "
+                f"{', '.join(failure.job for failure in failures)}; no report "
                 f"written{removed}")
         return EXIT_SYNTH_FAILED
     markdown_path, csv_path = write_reports(

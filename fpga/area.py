@@ -12,19 +12,22 @@ import argparse
 import csv
 import io
 import json
+import os
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpga.jobs import run_jobs
+from fpga.cache import cached, flow_fingerprint
+from fpga.jobs import Failure, run_jobs
 from fpga.tools import unique
 from fpga.yosys import TARGETS, SynthResult, synth
 
 __all__ = [
     "AreaInputError",
-    "SynthFailure",
     "Unit",
     "area_csv",
+    "area_job",
     "area_markdown",
     "area_table",
     "comparison_table",
@@ -32,9 +35,11 @@ __all__ = [
     "long_csv",
     "format_params",
     "positive_int_argument",
+    "read_sources",
     "remove_reports",
     "synthesize_all",
     "write_reports",
+    "write_sources",
 ]
 
 CSV_COLUMNS = ("unit", "params", "target", "metric", "value")
@@ -56,15 +61,6 @@ class Unit:
     ops_per_cycle: int | None = None
     synth_targets: tuple[str, ...] | None = None
     """Targets the unit can be synthesized for (e.g. a DSP48E2 instance: xilinx only); None: all."""
-
-
-@dataclass(frozen=True)
-class SynthFailure:
-    """A (unit, target) run that failed, with the error message (which quotes the log)."""
-
-    unit: str
-    target: str
-    message: str
 
 
 def find_units(verilog_dir: Path, names: Sequence[str] = ()) -> list[Unit]:
@@ -122,7 +118,7 @@ def synthesize_all(
     *,
     jobs: int = 2,
     progress=None,
-) -> tuple[dict[tuple[str, str], SynthResult], list[SynthFailure]]:
+) -> tuple[dict[tuple[str, str], SynthResult], list[Failure]]:
     """Synthesise every (unit, target) pair in a process pool.
 
     Parameters
@@ -140,8 +136,8 @@ def synthesize_all(
     Returns
     -------
     results : dict of (unit, target) to SynthResult
-    failures : list of SynthFailure
-        Sorted by unit, then target.
+    failures : list of Failure
+        Tagged ``(unit, target)``, sorted.
 
     Raises
     ------
@@ -156,20 +152,62 @@ def synthesize_all(
     pairs = [(unit, target) for unit in units for target in targets
              if unit.synth_targets is None or target in unit.synth_targets]
     results: dict[tuple[str, str], SynthResult] = {}
-    failures: list[SynthFailure] = []
+    failures: list[Failure] = []
     runs = [((unit.name, target), synth, unit.verilog, unit.top, target,
              Path(synth_dir) / unit.name) for unit, target in pairs]
-    for done, total, (unit_name, target), outcome in run_jobs(runs, workers=jobs):
-        if outcome["ok"]:
-            result = results[unit_name, target] = outcome["value"]
-            status = f"{result.seconds:.1f} s"
-        else:
-            failures.append(SynthFailure(unit_name, target, outcome["error"]))
+    for done, total, (unit_name, target), result in run_jobs(runs, workers=jobs):
+        if isinstance(result, Failure):
+            failures.append(result)
             status = "FAILED"
+        else:
+            results[unit_name, target] = result
+            status = f"{result.seconds:.1f} s"
         if progress is not None:
             progress(f"[{done}/{total}] {unit_name} {target}: {status}")
-    failures.sort(key=lambda failure: (failure.unit, failure.target))
+    failures.sort(key=lambda failure: failure.job)
     return results, failures
+
+
+def read_sources(verilog: Path) -> tuple[str, str]:
+    """A unit's Verilog and manifest (the ``.json`` beside it) text: what its results are
+    keyed by (:mod:`fpga.cache`)."""
+    verilog = Path(verilog)
+    return verilog.read_text(), verilog.with_suffix(".json").read_text()
+
+
+def write_sources(verilog: Path, sources: tuple[str, str]) -> None:
+    """Make `verilog` and its manifest hold ``sources`` (Verilog, manifest text), e.g. in a
+    job on another host than the generation; writes are atomic, so concurrent jobs of one
+    unit do not clash."""
+    verilog = Path(verilog)
+    verilog.parent.mkdir(parents=True, exist_ok=True)
+    for path, text in zip((verilog, verilog.with_suffix(".json")), sources):
+        if path.is_file() and path.read_text() == text:
+            continue
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        scratch.write_text(text)
+        os.replace(scratch, path)
+
+
+def area_job(unit: Unit, target: str, workdir: Path, cache_dir: Path | None = None,
+             sources: tuple[str, str] | None = None) -> dict:
+    """Job (:mod:`fpga.jobs`) of the report and the sweep: synthesize `unit` for `target` in
+    `workdir` (:func:`fpga.yosys.synth`, in ``workdir/<top>-<target>``).
+
+    Returns ``{"metrics": {...}, "seconds": s}`` (0.1 s) and raises on failure (the runner's
+    `Failure`). With ``sources`` (Verilog, manifest text), ``unit.verilog`` is made to hold
+    them first; with ``cache_dir``, a result of the same Verilog, manifest, top, target and
+    flow comes from :mod:`fpga.cache` (marked ``"cached"``).
+    """
+    if sources is not None:
+        write_sources(unit.verilog, sources)
+
+    def run() -> dict:
+        result = synth(unit.verilog, unit.top, target, workdir)
+        return {"metrics": result.metrics, "seconds": round(result.seconds, 1)}
+
+    return cached("area", lambda: (*(sources or read_sources(unit.verilog)), unit.top, target,
+                                   flow_fingerprint("yosys", "tools")), cache_dir, run)
 
 
 def area_markdown(

@@ -16,8 +16,9 @@ import os
 import uuid
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["CACHE_FORMAT", "TOOL_PACKAGES", "ResultCache", "flow_fingerprint"]
+__all__ = ["CACHE_FORMAT", "TOOL_PACKAGES", "ResultCache", "cached", "flow_fingerprint"]
 
 CACHE_FORMAT = 1
 """Changes when what is stored changes."""
@@ -76,3 +77,21 @@ class ResultCache:
         scratch = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         scratch.write_text(json.dumps(outcome, sort_keys=True))
         os.replace(scratch, path)
+
+
+def cached(kind: str, key_parts: Callable[[], tuple], cache_dir: Path | None,
+           run: Callable[[], dict]) -> dict:
+    """``run()``'s outcome, or (with ``cache_dir``) the one kept under the key of ``(kind,
+    *key_parts())``, marked ``"cached"``. A result is kept; a failure (``run`` raises) or a
+    time-out (``"timed_out"`` in the outcome) is not."""
+    if cache_dir is None:
+        return run()
+    cache = ResultCache(cache_dir)
+    key = ResultCache.key(kind, *key_parts())
+    kept = cache.get(kind, key)
+    if kept is not None:
+        return {**kept, "cached": True}
+    outcome = run()
+    if "timed_out" not in outcome:
+        cache.put(kind, key, outcome)
+    return outcome

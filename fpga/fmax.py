@@ -43,24 +43,20 @@ from fpga.area import (
     format_params,
     long_csv,
     positive_int_argument,
+    read_sources,
     remove_reports,
     write_reports,
+    write_sources,
 )
-from fpga.jobs import run_jobs
-from fpga.nextpnr import FmaxError, FmaxTimeout, nextpnr_report
+from fpga.cache import cached, flow_fingerprint
+from fpga.jobs import Failure, run_jobs
+from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report
 from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
 from fpga.wrapper import WRAPPER_TOP, check_ports_against_verilog, unit_ports, wrapper_verilog
 from fpga.yosys import SynthError, find_yosys, yosys_version
 
-__all__ = [
-    "FMAX_TARGETS",
-    "FmaxError",
-    "FmaxResult",
-    "FmaxTimeout",
-    "FmaxTarget",
-    "fmax_run",
-    "main",
-]
+__all__ = ["FMAX_TARGETS", "FmaxError", "FmaxResult", "FmaxTimeout", "FmaxTarget", "fmax_all",
+           "fmax_job", "fmax_run", "main"]
 
 SEED = 1
 """nextpnr placement seed (fixed for reproducible numbers)."""
@@ -100,17 +96,10 @@ class FmaxTarget:
     resources: dict[str, tuple[str, ...]]
 
 
-_ICE40_RESOURCES = {
-    "LC": ("ICESTORM_LC",),
-    "DSP": ("ICESTORM_DSP",),
-    "BRAM": ("ICESTORM_RAM",),
-}
-_ECP5_RESOURCES = {
-    "LUT": ("TRELLIS_COMB",),
-    "FF": ("TRELLIS_FF",),
-    "DSP": ("MULT18X18D", "ALU54B"),
-    "BRAM": ("DP16KD",),
-}
+_ICE40_RESOURCES = {"LC": ("ICESTORM_LC",), "DSP": ("ICESTORM_DSP",), "BRAM": ("ICESTORM_RAM",)}
+_ECP5_RESOURCES = {"LUT": ("TRELLIS_COMB",), "FF": ("TRELLIS_FF",),
+                   "DSP": ("MULT18X18D", "ALU54B"), "BRAM": ("DP16KD",)}
+
 
 def _ecp5_target(name: str, size: str, part: str, package: str) -> FmaxTarget:
     return FmaxTarget(
@@ -150,9 +139,6 @@ FMAX_TARGETS: dict[str, FmaxTarget] = {
 
 DEFAULT_TARGETS = ("ice40", "ecp5")
 """Targets run when none is named (``ecp5-85k`` only on request: same fabric as ``ecp5``)."""
-
-
-# --------------------------------------------------------------------------- wrapper
 
 
 @dataclass(frozen=True)
@@ -293,13 +279,6 @@ def tool_versions(targets: Sequence[str]) -> list[str]:
     return versions
 
 
-@dataclass(frozen=True)
-class FmaxFailure:
-    unit: str
-    target: str
-    message: str
-
-
 def runnable(unit: Unit, target: str) -> bool:
     """Whether the manifest allows `target` (``synth_targets`` None: every target)."""
     return unit.synth_targets is None or FMAX_TARGETS[target].family in unit.synth_targets
@@ -308,32 +287,88 @@ def runnable(unit: Unit, target: str) -> bool:
 def fmax_all(units: Sequence[Unit], targets: Sequence[str], workdir: Path, *, jobs: int = 2,
              progress: Callable[[str], None] = lambda _: None,
              timeout_s: float | None = None
-             ) -> tuple[dict[tuple[str, str], FmaxResult], list[FmaxFailure]]:
-    """Run every allowed (unit, target) pair with `jobs` runs in parallel."""
+             ) -> tuple[dict[tuple[str, str], dict], list[Failure]]:
+    """Run every allowed (unit, target) pair with `jobs` runs in parallel: `fmax_job`'s data
+    by ``(unit, target)``, and the failures (tagged ``(unit, target)``)."""
     pairs = [(unit, target) for unit in units for target in targets if runnable(unit, target)]
     for unit in units:
         skipped = [target for target in targets if not runnable(unit, target)]
         if skipped:
             progress(f"skip {unit.name} on {', '.join(skipped)} (synth_targets="
                      f"{list(unit.synth_targets)})")
-    results: dict[tuple[str, str], FmaxResult] = {}
-    failures: list[FmaxFailure] = []
-    runs = [((unit, target), _fmax_job, unit, target, workdir, timeout_s)
+    results: dict[tuple[str, str], dict] = {}
+    failures: list[Failure] = []
+    runs = [((unit.name, target), fmax_job, unit, target, workdir, timeout_s)
             for unit, target in pairs]
-    for done, total, (unit, target), outcome in run_jobs(runs, workers=jobs):
-        if not outcome["ok"]:
-            failures.append(FmaxFailure(unit.name, target, outcome["error"]))
-            progress(f"[{done}/{total}] {unit.name} / {target}: FAILED")
+    for done, total, (name, target), result in run_jobs(runs, workers=jobs):
+        if isinstance(result, Failure):
+            failures.append(result)
+            progress(f"[{done}/{total}] {name} / {target}: FAILED")
             continue
-        result = results[unit.name, target] = outcome["value"]
-        progress(f"[{done}/{total}] {unit.name} / {target}: "
-                 f"{result.fmax_mhz:.1f} MHz ({result.seconds:.1f} s)")
+        results[name, target] = result
+        progress(f"[{done}/{total}] {name} / {target}: "
+                 f"{result['fmax_mhz']:.1f} MHz ({result['seconds']:.1f} s)")
     return results, failures
 
 
-def _fmax_job(unit: Unit, target: str, workdir: Path, timeout_s: float | None) -> FmaxResult:
-    """Worker: :func:`fmax_run` with its time limit."""
-    return fmax_run(unit, target, workdir, timeout_s=timeout_s)
+def fmax_job(unit: Unit, target: str, workdir: Path, timeout_s: float | None = None,
+             cache_dir: Path | None = None, sources: tuple[str, str] | None = None,
+             devices: Sequence[str] | None = None) -> dict:
+    """Job (:mod:`fpga.jobs`) of the Fmax command, the sweep and the report.
+
+    Alone (``devices`` None): `fmax_run` on `target` as ``{"fmax_mhz", "target",
+    "resources", "wrapper_ff", "seconds"}``; a failure raises (the runner's `Failure`).
+    As a report column (``devices``: its devices in order, `target` its name): the next
+    device only when the design does not fit (placing the same netlist when the Yosys script
+    is the same); figures rounded (0.01 MHz, 0.1 s); no device fitting (``does_not_fit``),
+    a step over ``timeout_s`` (``timed_out``) and an excluded family (``skipped``) are
+    outcomes, a failure not about room raises; with ``cache_dir`` the outcome may come from
+    :mod:`fpga.cache` (marked ``"cached"``). With ``sources`` (Verilog, manifest text),
+    ``unit.verilog`` is made to hold them first.
+    """
+    if sources is not None:
+        write_sources(unit.verilog, sources)
+    if devices is None:
+        result = fmax_run(unit, target, workdir, timeout_s=timeout_s)
+        return {"fmax_mhz": result.fmax_mhz, "target": target, "resources": result.resources,
+                "wrapper_ff": result.wrapper_flip_flops, "seconds": result.seconds}
+
+    def key_parts():
+        return (*(sources or read_sources(unit.verilog)), unit.top, target,
+                [repr(FMAX_TARGETS[device]) for device in devices], timeout_s,
+                flow_fingerprint("yosys", "wrapper", "fmax", "nextpnr", "tools"))
+
+    return cached("fmax", key_parts, cache_dir,
+                  lambda: _fmax_column(unit, devices, Path(workdir), timeout_s))
+
+
+def _fmax_column(unit: Unit, devices: Sequence[str], workdir: Path,
+                 timeout_s: float | None) -> dict:
+    too_small = []
+    for target in devices:
+        if not runnable(unit, target):
+            return {"skipped": f"not a {FMAX_TARGETS[target].family} design"}
+        # A larger device of the same family places the netlist the smaller one could not.
+        netlist = None
+        if too_small and FMAX_TARGETS[target].synth_command == \
+                FMAX_TARGETS[too_small[-1]["target"]].synth_command:
+            netlist = workdir / f"{unit.name}-{too_small[-1]['target']}" / "net.json"
+        try:
+            result = fmax_run(unit, target, workdir, netlist=netlist, timeout_s=timeout_s)
+        except FmaxTimeout:
+            return {"timed_out": f"{FMAX_TARGETS[target].device}: a step took over "
+                                 f"{timeout_s:g} s", "too_small": too_small}
+        except FmaxError:
+            log = workdir / f"{unit.name}-{target}" / "nextpnr.log"
+            shortfall = capacity_shortfall(log.read_text(errors="replace")) if log.is_file() else None
+            if shortfall is None:
+                raise
+            too_small.append({"target": target, "shortfall": shortfall})
+            continue
+        return {"fmax_mhz": round(result.fmax_mhz, 2), "target": target,
+                "resources": result.resources, "wrapper_ff": result.wrapper_flip_flops,
+                "seconds": round(result.seconds, 1), "too_small": too_small}
+    return {"does_not_fit": too_small}
 
 
 # --------------------------------------------------------------------------- reports
@@ -342,10 +377,11 @@ RESOURCE_COLUMNS = ("LC", "LUT", "FF", "DSP", "BRAM")
 
 
 def fmax_table(units: Sequence[Unit], targets: Sequence[str],
-               results: dict[tuple[str, str], FmaxResult],
-               failures: Sequence[FmaxFailure] = ()) -> str:
-    """Markdown table: one row per (unit, target) run; "-" for a resource a target lacks."""
-    failed = {(failure.unit, failure.target) for failure in failures}
+               results: dict[tuple[str, str], dict],
+               failures: Sequence[Failure] = ()) -> str:
+    """Markdown table: one row per (unit, target) run (`fmax_job`'s data); "-" for a resource
+    a target lacks."""
+    failed = {failure.job for failure in failures}
     header = ["unit", "params", "target", "Fmax MHz", *RESOURCE_COLUMNS, "wrapper FF"]
     rows = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
     for unit in units:
@@ -353,9 +389,9 @@ def fmax_table(units: Sequence[Unit], targets: Sequence[str],
         for target in targets:
             if (unit.name, target) in results:
                 result = results[unit.name, target]
-                values = [f"{result.fmax_mhz:.1f}",
-                          *(str(result.resources.get(c, "-")) for c in RESOURCE_COLUMNS),
-                          str(result.wrapper_flip_flops)]
+                values = [f"{result['fmax_mhz']:.1f}",
+                          *(str(result["resources"].get(c, "-")) for c in RESOURCE_COLUMNS),
+                          str(result["wrapper_ff"])]
             elif (unit.name, target) in failed:
                 values = ["failed", *("-" for _ in RESOURCE_COLUMNS), "-"]
             else:
@@ -365,8 +401,8 @@ def fmax_table(units: Sequence[Unit], targets: Sequence[str],
 
 
 def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
-                  results: dict[tuple[str, str], FmaxResult],
-                  failures: Sequence[FmaxFailure], versions: Sequence[str]) -> str:
+                  results: dict[tuple[str, str], dict],
+                  failures: Sequence[Failure], versions: Sequence[str]) -> str:
     lines = [
         "# Fmax report",
         "",
@@ -389,11 +425,11 @@ def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
 
 
 def fmax_csv(units: Sequence[Unit], targets: Sequence[str],
-             results: dict[tuple[str, str], FmaxResult]) -> str:
+             results: dict[tuple[str, str], dict]) -> str:
     """Long-format CSV: one row per unit x target x metric (failed runs left out)."""
     return long_csv(units, targets, results, lambda result: {
-        "fmax_mhz": f"{result.fmax_mhz:.2f}", **result.resources,
-        "wrapper_ff": result.wrapper_flip_flops})
+        "fmax_mhz": f"{result['fmax_mhz']:.2f}", **result["resources"],
+        "wrapper_ff": result["wrapper_ff"]})
 
 
 # --------------------------------------------------------------------------- command line
@@ -436,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     results, failures = fmax_all(units, targets, build_dir / "fmax", jobs=arguments.jobs,
                                  progress=_report, timeout_s=arguments.timeout)
     for failure in failures:
-        _report(f"\n=== {failure.unit} / {failure.target} failed ===\n{failure.message}")
+        _report(f"\n=== {' / '.join(failure.job)} failed ===\n{failure.message}")
     reports_dir = build_dir / "reports"
     if not results:
         remove_reports(reports_dir, "fmax")
@@ -454,7 +490,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
 
 
 if __name__ == "__main__":

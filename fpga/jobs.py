@@ -1,11 +1,14 @@
 """One job runner for the studies of ``fpga/``: a local process pool by default, a
 dask.distributed cluster when a scheduler address is given, and one progress bar.
 
-A job is a module-level function of plain arguments that returns a plain dict and never
-raises (``{"ok": False, "error": ...}`` on failure, :func:`error_text`); an executor runs jobs
-tagged by the caller and yields ``(tag, outcome)`` as they finish, including jobs submitted
-while iterating; a job that could not run at all (a worker died, a dask worker cannot import
-this project) comes back as a failed outcome of the same shape.
+A job is a module-level function of plain arguments that returns plain data and raises on
+failure; :func:`call` runs it in a worker and returns an outcome (``{"ok": True, "value":
+...}`` or ``{"ok": False, "error": "Type: message"}``, with where and how long it ran). An
+executor runs jobs tagged by the caller and yields ``(tag, outcome)`` as they finish,
+including jobs submitted while iterating; a job that could not run at all (a worker died, a
+dask worker cannot import this project) comes back as a failed outcome of the same shape.
+The studies see the job's value or a :class:`Failure`, the one failure shape of ``fpga/``
+(:func:`result_of`, :func:`run_jobs`).
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import sys
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
-__all__ = ["DASK_INSTALL_HINT", "DaskExecutor", "JobSetupError", "LocalExecutor", "Progress",
-           "call", "error_text", "make_executor", "outcome_of", "run_jobs", "worker_info"]
+__all__ = ["DASK_INSTALL_HINT", "DaskExecutor", "Failure", "JobSetupError", "LocalExecutor",
+           "Progress", "call", "error_text", "make_executor", "outcome_of", "result_of",
+           "run_jobs", "worker_info"]
 
 DASK_INSTALL_HINT = "pip install 'dask[distributed]'"
 
@@ -38,8 +43,36 @@ def worker_info(started: float) -> dict:
 
 
 def error_text(error: BaseException) -> str:
-    """An exception as one line of an outcome."""
+    """An exception as the text of an outcome: ``"Type: message"``."""
     return f"{type(error).__name__}: {error}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A job that raised or could not run: the one failure shape of the studies.
+
+    Attributes
+    ----------
+    job : object
+        The job's tag, as the study gave it (plain data: ``(unit, target)``, a row id,
+        ``(flow, value, target)``...).
+    message : str
+        ``"Type: message"`` (:func:`error_text`); a tool's failure quotes its log's tail on the
+        following lines.
+    """
+
+    job: object
+    message: str
+
+    @property
+    def headline(self) -> str:
+        """The first line of the message."""
+        return (self.message.splitlines() or [""])[0]
+
+
+def result_of(tag, outcome: dict):
+    """The job's value, or its `Failure` (tagged `tag`) if it failed."""
+    return outcome["value"] if outcome["ok"] else Failure(tag, outcome["error"])
 
 
 # --------------------------------------------------------------------------- executors
@@ -242,11 +275,11 @@ def call(function: Callable, *args) -> dict:
 
 
 def run_jobs(jobs, *, workers: int = 2, scheduler: str | None = None
-             ) -> Iterator[tuple[int, int, object, dict]]:
+             ) -> Iterator[tuple[int, int, object, object]]:
     """Run ``jobs`` (``(tag, function, *args)`` tuples) through :func:`call` on
-    :func:`make_executor`'s executor and yield ``(done, total, tag, outcome)`` as each
-    finishes (``done`` counting from 1): the fan-out of the area, Fmax, report and AccLLM
-    studies."""
+    :func:`make_executor`'s executor and yield ``(done, total, tag, result)`` as each
+    finishes (``done`` counting from 1; ``result`` the job's value or its `Failure`): the
+    fan-out of the area, Fmax, report and AccLLM studies."""
     jobs = list(jobs)
     if not jobs:
         return
@@ -254,4 +287,4 @@ def run_jobs(jobs, *, workers: int = 2, scheduler: str | None = None
         for tag, function, *args in jobs:
             executor.submit(tag, call, function, *args)
         for done, (tag, outcome) in enumerate(executor.completed(), start=1):
-            yield done, len(jobs), tag, outcome
+            yield done, len(jobs), tag, result_of(tag, outcome)

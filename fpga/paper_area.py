@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
                                        jobs=arguments.jobs, progress=_report)
     if failures:
         for failure in failures:
-            _report(f"\n=== {failure.unit} {failure.target} failed ===\n{failure.message}")
+            _report(f"\n=== {' '.join(failure.job)} failed ===\n{failure.message}")
         stale = remove_reports(reports_dir, REPORT_NAME)
         removed = f" (removed stale {', '.join(map(str, stale))})" if stale else ""
         _report(f"\npaper_area: {len(failures)} synthesis runs failed; no report "

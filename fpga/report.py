@@ -2,7 +2,8 @@
 
 ``python -m fpga.report [--unit U ...] [--jobs N] [--build-dir build]`` (``make report``)
 
-1. generates every row of `REPORT_ROWS` (a registered unit at a named paper configuration)
+1. generates every row of `REPORT_ROWS` (a registered unit at a named paper configuration,
+   the registry's ``report`` entries)
    and, for a unit with a registered baseline, that baseline with the parameters the two
    share (same ``n``/``k``/``width`` for Orizuru's scan, same mode and X width for AccLLM's
    plain multipliers) into ``BUILD_DIR/report/verilog/<row>/``;
@@ -35,13 +36,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fpga.area import Unit, find_units, format_params, positive_int_argument
-from fpga.fmax import FMAX_TARGETS, fmax_run, runnable, tool_versions
-from fpga.cache import ResultCache, flow_fingerprint
-from fpga.jobs import JobSetupError, run_jobs
-from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall
+from fpga.area import Unit, area_job, find_units, format_params, positive_int_argument
+from fpga.fmax import fmax_job, tool_versions
+from fpga.jobs import Failure, JobSetupError, run_jobs
+from fpga.nextpnr import FmaxError
 from fpga.report_render import AREA_TARGETS, FMAX_COLUMNS, publish, render_csv, render_markdown
-from fpga.yosys import synth
 from gen.registry import UNITS, resolve_params
 from gen.verilog import generate
 
@@ -93,33 +92,12 @@ class ReportRow:
         return f"{self.unit}@" + ",".join(parts) if parts else self.unit
 
 
-REPORT_ROWS: tuple[ReportRow, ...] = (
-    # KLLM Table I: a Concat array feeding one 16-input counter (the 4096-lane PE-lane
-    # configuration has 32,768 output flip-flops: beyond both small FPGAs; `make area` has it).
-    ReportRow("kllm_concat", "kllm-a4-16"),
-    # The 256-bin KLLM-A4 counter maps to about 30,000 LUT4s: beyond the UP5K and the ECP5
-    # 25F, and nextpnr's router had not converged on the 85F after 8 minutes (over 100,000
-    # routing iterations), so it gets area only; the 64-bin W3A3 counter is placed instead.
-    ReportRow("kllm_idx_counter", "kllm-a4", fmax=False),
-    ReportRow("kllm_idx_counter", "kllm-w3a3"),
-    ReportRow("orizuru", "kllm-16"),
-    # Orizuru's one-cycle-per-pop circuit (every comparison of a pop unrolled in space) beside
-    # the paper's time-multiplexed trees; both against the scan baseline.
-    ReportRow("orizuru", "kllm-16", overrides=(("structure", "unrolled"),)),
-    # Orizuru's second baseline beside `orizuru_scan` (derived from the registry's `baseline`):
-    # the pipelined top-k/bottom-k sorting network, at the same n and k, its own default depth.
-    ReportRow("orizuru_sortnet", "kllm-16", baseline_of="orizuru@kllm-16"),
-    ReportRow("oaken_decomposer", "oaken-16"),
-    ReportRow("oaken_dequantizer", "oaken-16"),
-    ReportRow("p3_pe", "p3-pcu-pe"),
-    # AccLLM: the DSP48E2 packings (Xilinx only) and the packings ECP5/iCE40 allow.
-    ReportRow("accllm_dsp_mul", "accllm-w4-xilinx"),
-    ReportRow("accllm_dsp_mul", "accllm-w2-xilinx"),
-    ReportRow("accllm_dsp_mul", "accllm-w4-ecp5"),
-    ReportRow("accllm_dsp_mul", "accllm-w4-ice40"),
-    ReportRow("accllm_sparse_selector", "accllm-block"),
-)
-"""The rows of ``make report``; baselines are derived by `baseline_row`."""
+REPORT_ROWS: tuple[ReportRow, ...] = tuple(
+    ReportRow(unit, row.config, tuple(row.overrides), row.baseline_of, row.fmax)
+    for unit, spec in UNITS.items() for row in spec.report)
+"""The rows of ``make report``: every unit's ``report`` configurations in the registry's order
+(`gen.registry.ReportConfig`, where each row's reason is given); baselines are derived by
+`baseline_row`."""
 
 
 def baseline_row(row: ReportRow) -> ReportRow | None:
@@ -172,81 +150,18 @@ def generate_row(row: ReportRow, verilog_root: Path) -> Unit:
     return replace(find_units(out_dir, [row.unit])[0], name=row.label)
 
 
-def _sources(unit: Unit) -> tuple[str, str]:
-    """The unit's Verilog and manifest text (what a cached result is keyed by)."""
-    verilog = Path(unit.verilog)
-    return verilog.read_text(), verilog.with_suffix(".json").read_text()
-
-
-def _cached(kind: str, key_parts: Callable[[], tuple], cache_dir: Path | None,
-            run: Callable[[], dict]) -> dict:
-    """``run()``'s outcome, or (with ``cache_dir``) the one kept under the key of
-    ``key_parts()``, marked ``"cached"``; a result is kept, a failure or a time-out is not."""
-    if cache_dir is None:
-        return run()
-    cache = ResultCache(cache_dir)
-    key = ResultCache.key(kind, *key_parts())
-    kept = cache.get(kind, key)
-    if kept is not None:
-        return {**kept, "cached": True}
-    outcome = run()
-    if not {"failed", "timed_out"} & set(outcome):
-        cache.put(kind, key, outcome)
-    return outcome
-
-
-def _area_job(unit: Unit, target: str, synth_dir: Path, cache_dir: Path | None = None) -> dict:
-    def run():
-        result = synth(unit.verilog, unit.top, target, synth_dir / unit.name)
-        return {"metrics": result.metrics, "seconds": round(result.seconds, 1)}
-
-    return _cached("area", lambda: (*_sources(unit), unit.top, target,
-                                    flow_fingerprint("yosys", "tools")), cache_dir, run)
-
-
 FMAX_TIMEOUT_S = 1200
 """Time limit of one Yosys or nextpnr step of an Fmax run (``--fmax-timeout``); a run over it
 is reported as not placed in that time rather than holding the report for hours."""
 
 
-def _fmax_job(unit: Unit, column: str, fmax_dir: Path,
-              timeout_s: float | None = FMAX_TIMEOUT_S, cache_dir: Path | None = None) -> dict:
-    """Try the column's devices in order; move on only when the design does not fit."""
-    def key_parts():
-        return (*_sources(unit), unit.top, column,
-                [repr(FMAX_TARGETS[target]) for target in FMAX_COLUMNS[column]], timeout_s,
-                flow_fingerprint("yosys", "wrapper", "fmax", "nextpnr", "tools"))
-
-    return _cached("fmax", key_parts, cache_dir,
-                   lambda: _fmax_column(unit, column, fmax_dir, timeout_s))
-
-
-def _fmax_column(unit: Unit, column: str, fmax_dir: Path, timeout_s: float | None) -> dict:
-    too_small = []
-    for target in FMAX_COLUMNS[column]:
-        if not runnable(unit, target):
-            return {"skipped": f"not a {FMAX_TARGETS[target].family} design"}
-        # A larger device of the same family places the netlist the smaller one could not.
-        netlist = None
-        if too_small and FMAX_TARGETS[target].synth_command == \
-                FMAX_TARGETS[too_small[-1]["target"]].synth_command:
-            netlist = fmax_dir / f"{unit.name}-{too_small[-1]['target']}" / "net.json"
-        try:
-            result = fmax_run(unit, target, fmax_dir, netlist=netlist, timeout_s=timeout_s)
-        except FmaxTimeout:
-            return {"timed_out": f"{FMAX_TARGETS[target].device}: a step took over "
-                                 f"{timeout_s:g} s", "too_small": too_small}
-        except FmaxError as error:
-            log = fmax_dir / f"{unit.name}-{target}" / "nextpnr.log"
-            shortfall = capacity_shortfall(log.read_text(errors="replace")) if log.is_file() else None
-            if shortfall is None:
-                return {"failed": str(error).splitlines()[0]}
-            too_small.append({"target": target, "shortfall": shortfall})
-            continue
-        return {"fmax_mhz": round(result.fmax_mhz, 2), "target": target,
-                "resources": result.resources, "wrapper_ff": result.wrapper_flip_flops,
-                "seconds": round(result.seconds, 1), "too_small": too_small}
-    return {"does_not_fit": too_small}
+def _failed_cell(kind: str, failure: Failure) -> dict:
+    """The report's cell of a failed run: the first line of its message (a place-and-route
+    run's own `FmaxError` as the tool put it, without the type)."""
+    headline = failure.headline
+    if kind == "fmax":
+        headline = headline.removeprefix(f"{FmaxError.__name__}: ")
+    return {"failed": headline}
 
 
 def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
@@ -273,15 +188,15 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     timing: dict[str, dict] = {row.label: {} for row in rows}
     failures: list[str] = []
     cache_dir = build_dir / "cache" if cache else None
-    runs = [((kind, label, target), _area_job, units[label], target,
-             build_dir / "report" / "synth", cache_dir) if kind == "area" else
-            ((kind, label, target), _fmax_job, units[label], target,
-             build_dir / "report" / "fmax", fmax_timeout_s, cache_dir)
+    synth_dir, fmax_dir = build_dir / "report" / "synth", build_dir / "report" / "fmax"
+    runs = [((kind, label, target), area_job, units[label], target, synth_dir / label, cache_dir)
+            if kind == "area" else
+            ((kind, label, target), fmax_job, units[label], target, fmax_dir, fmax_timeout_s,
+             cache_dir, None, FMAX_COLUMNS[target])
             for kind, label, target in jobs_list]
     for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs,
                                                                scheduler=scheduler):
-        outcome = (result["value"] if result["ok"]
-                   else {"failed": result["error"].splitlines()[0]})
+        outcome = _failed_cell(kind, result) if isinstance(result, Failure) else result
         cached = " (cached)" if outcome.pop("cached", False) else ""
         (area if kind == "area" else timing)[label][target] = outcome
         if "failed" in outcome:

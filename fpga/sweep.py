@@ -19,8 +19,10 @@ on an existing dask.distributed cluster (``distributed`` is an optional dependen
 install 'dask[distributed]'``). The workers must be able to import this project (run them
 with its virtual environment, where it is installed with ``pip install -e .``) and see the
 same file system; every path handed to them is absolute and every tool runs with its working
-directory set explicitly, so a worker's own working directory does not matter. A job returns
-plain data (metrics, messages, the Verilog text), never raises.
+directory set explicitly, so a worker's own working directory does not matter. Jobs (the
+generation here, :func:`fpga.area.area_job` and :func:`fpga.fmax.fmax_job`) return plain data
+(metrics, the Verilog text) and raise on failure, which comes back as a
+:class:`fpga.jobs.Failure`.
 
 Outputs, in ``DIR/reports/``: ``sweep-<unit>-<param>.csv`` (long format, columns
 `CSV_COLUMNS`: one row per point x target x metric; Fmax runs give ``fmax_mhz`` and nextpnr's
@@ -37,21 +39,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from fpga.area import find_units, positive_int_argument, write_reports
-from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_run, tool_versions
-from fpga.jobs import (DASK_INSTALL_HINT, JobSetupError, LocalExecutor, Progress, error_text,
-                       make_executor, worker_info)
+from fpga.area import area_job, find_units, positive_int_argument, write_reports
+from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_job, tool_versions
+from fpga.jobs import (DASK_INSTALL_HINT, Failure, JobSetupError, LocalExecutor, Progress, call,
+                       make_executor, result_of)
 from fpga.sweep_report import plot_sweep, sweep_csv, sweep_markdown, sweep_table
-from fpga.yosys import TARGETS, SynthError, synth, yosys_version
+from fpga.yosys import TARGETS, SynthError, yosys_version
 from gen.registry import UNITS, parse_assignment, resolve_params
 
 __all__ = [
@@ -195,67 +195,19 @@ def make_plan(unit: str, param: str, values: Sequence[str], *, config: str | Non
 
 
 # --------------------------------------------------------------------------- jobs
-# Run in pool or dask worker processes: plain arguments in, plain data out, never raise.
+# Run in pool or dask worker processes through fpga.jobs.call: plain arguments in, plain data
+# out (a failure raises).
 
 
 def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: str) -> dict:
-    """Generate one point's Verilog; return its text, manifest and resolved parameters."""
+    """Generate one point's Verilog; return it as a `fpga.area.Unit`, its Verilog and manifest
+    text and its resolved parameters (a unit refusing the value raises: a failed point)."""
     from gen.verilog import generate
 
-    started = time.perf_counter()
-    try:
-        verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
-        manifest_text = verilog.with_suffix(".json").read_text()
-        outcome = {"ok": True, "verilog": verilog.read_text(), "manifest": manifest_text,
-                   "params": json.loads(manifest_text)["params"]}
-    except Exception as error:  # noqa: BLE001 - a unit refusing a value: failed point
-        outcome = {"ok": False, "error": error_text(error)}
-    return {**outcome, **worker_info(started)}
-
-
-def _ensure_sources(verilog_dir: Path, unit: str, verilog_text: str, manifest_text: str) -> Path:
-    """Make sure ``<unit>.v``/``.json`` hold the generated text (the generation job may have
-    run on another host); writes are atomic, so concurrent jobs of a point do not clash."""
-    verilog_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in ((f"{unit}.v", verilog_text), (f"{unit}.json", manifest_text)):
-        path = verilog_dir / name
-        if path.is_file() and path.read_text() == text:
-            continue
-        scratch = verilog_dir / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        scratch.write_text(text)
-        os.replace(scratch, path)
-    return verilog_dir / f"{unit}.v"
-
-
-def _area_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
-              target: str) -> dict:
-    """Synthesize one point for one area target (in ``<point_dir>/synth``)."""
-    started = time.perf_counter()
-    try:
-        point = Path(point_dir)
-        verilog = _ensure_sources(point / "verilog", unit, verilog_text, manifest_text)
-        top = json.loads(manifest_text)["top"]
-        result = synth(verilog, top, target, point / "synth")
-        outcome = {"ok": True, "metrics": dict(result.metrics)}
-    except Exception as error:  # noqa: BLE001 - reported as a failed run
-        outcome = {"ok": False, "error": error_text(error)}
-    return {**outcome, **worker_info(started)}
-
-
-def _fmax_job(point_dir: str, unit: str, verilog_text: str, manifest_text: str,
-              target: str) -> dict:
-    """Place and route one point for one Fmax target (in ``<point_dir>/fmax``)."""
-    started = time.perf_counter()
-    try:
-        point = Path(point_dir)
-        _ensure_sources(point / "verilog", unit, verilog_text, manifest_text)
-        (unit_info,) = find_units(point / "verilog", [unit])
-        result = fmax_run(unit_info, target, point / "fmax")
-        outcome = {"ok": True, "fmax_mhz": result.fmax_mhz, "resources": dict(result.resources),
-                   "wrapper_ff": result.wrapper_flip_flops}
-    except Exception as error:  # noqa: BLE001 - reported as a failed run
-        outcome = {"ok": False, "error": error_text(error)}
-    return {**outcome, **worker_info(started)}
+    verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
+    manifest_text = verilog.with_suffix(".json").read_text()
+    return {"unit": find_units(verilog.parent, [unit])[0], "verilog": verilog.read_text(),
+            "manifest": manifest_text, "params": json.loads(manifest_text)["params"]}
 
 
 # --------------------------------------------------------------------------- running
@@ -271,14 +223,14 @@ class PointResult:
         The swept parameter's value.
     params : dict or None
         Fully resolved parameters (None if generation failed).
-    error : str or None
+    failure : Failure or None
         Why the point failed (generation refused the value); None if it was generated.
     area : dict
         Area target -> metrics.
     fmax : dict
         Fmax target -> ``{"fmax_mhz": float, "resources": dict, "wrapper_ff": int}``.
     failures : dict
-        ``("area" | "fmax", target)`` -> error message of a failed run.
+        ``("area" | "fmax", target)`` -> the `Failure` of a failed run.
     skipped : list
         ``("area" | "fmax", target)`` pairs excluded by the manifest's ``synth_targets``.
     workers : set
@@ -289,7 +241,7 @@ class PointResult:
 
     value: object
     params: dict | None = None
-    error: str | None = None
+    failure: Failure | None = None
     latency: int | None = None
     area: dict = field(default_factory=dict)
     fmax: dict = field(default_factory=dict)
@@ -299,7 +251,7 @@ class PointResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.failure is None
 
 
 @dataclass
@@ -332,31 +284,36 @@ def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> Sw
     progress = progress or Progress(len(plan.values) * (1 + runs_per_point), enabled=False)
     points = {value: PointResult(value) for value in plan.values}
     for value in plan.values:
-        executor.submit(("generate", value, None), _generate_job, plan.unit, plan.config,
+        executor.submit(("generate", value, None), call, _generate_job, plan.unit, plan.config,
                         plan.point_overrides(value), str(plan.point_dir(value) / "verilog"))
     label = plan.param
-    for (kind, value, target), outcome in executor.completed():
+    for tag, outcome in executor.completed():
+        kind, value, target = tag
         point = points[value]
         if "pid" in outcome:
             point.workers.add((outcome["host"], outcome["pid"]))
+        result = result_of(tag, outcome)
         if kind == "generate":
-            if not outcome["ok"]:
-                point.error = outcome["error"]
+            if isinstance(result, Failure):
+                point.failure = result
                 progress.drop(runs_per_point)
                 progress.advance(f"{label}={value}: FAILED")
-                progress.write(f"{label}={value}: point failed: {point.error}")
+                progress.write(f"{label}={value}: point failed: {result.message}")
                 continue
-            point.params = outcome["params"]
-            manifest = json.loads(outcome["manifest"])
+            point.params = result["params"]
+            manifest = json.loads(result["manifest"])
             point.latency = manifest.get("latency")
             synth_targets = manifest.get("synth_targets")
-            sources = (str(plan.point_dir(value)), plan.unit, outcome["verilog"],
-                       outcome["manifest"])
-            for flow, targets, job in (("area", plan.area_targets, _area_job),
-                                       ("fmax", plan.fmax_targets, _fmax_job)):
+            # The Verilog travels with the jobs: a worker on another host writes it first.
+            unit, sources = result["unit"], (result["verilog"], result["manifest"])
+            point_dir = plan.point_dir(value)
+            for flow, targets, job, options in (
+                    ("area", plan.area_targets, area_job, (point_dir / "synth", None)),
+                    ("fmax", plan.fmax_targets, fmax_job, (point_dir / "fmax", None, None))):
                 for run_target in targets:
                     if _allowed(flow, run_target, synth_targets):
-                        executor.submit((flow, value, run_target), job, *sources, run_target)
+                        executor.submit((flow, value, run_target), call, job, unit, run_target,
+                                        *options, sources)
                     else:
                         point.skipped.append((flow, run_target))
                         progress.drop(1)
@@ -364,17 +321,17 @@ def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> Sw
                                        f"(synth_targets={synth_targets})")
             progress.advance(f"{label}={value}: generated")
             continue
-        if not outcome["ok"]:
-            point.failures[kind, target] = outcome["error"]
+        if isinstance(result, Failure):
+            point.failures[kind, target] = result
             progress.advance(f"{label}={value} {kind} {target}: FAILED")
-            progress.write(f"{label}={value} {kind} {target} failed: {outcome['error']}")
+            progress.write(f"{label}={value} {kind} {target} failed: {result.message}")
         elif kind == "area":
-            point.area[target] = outcome["metrics"]
+            point.area[target] = result["metrics"]
             progress.advance(f"{label}={value} {target}: {outcome['seconds']:.1f} s")
         else:
-            point.fmax[target] = {key: outcome[key]
+            point.fmax[target] = {key: result[key]
                                   for key in ("fmax_mhz", "resources", "wrapper_ff")}
-            progress.advance(f"{label}={value} {target} Fmax: {outcome['fmax_mhz']:.1f} MHz "
+            progress.advance(f"{label}={value} {target} Fmax: {result['fmax_mhz']:.1f} MHz "
                              f"({outcome['seconds']:.1f} s)")
     return SweepResult(plan, [points[value] for value in plan.values],
                        getattr(executor, "description", type(executor).__name__),
@@ -450,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
             progress.close()
 
     for point in result.points:
-        for (flow, target), message in point.failures.items():
-            _report(f"\n=== {plan.param}={point.value} {flow} {target} failed ===\n{message}")
+        for (flow, target), failure in point.failures.items():
+            _report(f"\n=== {plan.param}={point.value} {flow} {target} failed ===\n"
+                    f"{failure.message}")
     markdown = sweep_markdown(result, versions)
     png_path = plan.reports_dir / f"{plan.name}.png"
     if not result.has_results:

@@ -75,7 +75,7 @@ def sweep_table(result: SweepResult) -> str:
         if not point.ok:
             rows.append(f"| {value} | - | failed | " + " | ".join(
                 "-" for _ in metric_columns + fmax_column) + " |")
-            notes.append(f"- {plan.param}={value}: {_first_line(point.error)}")
+            notes.append(f"- {plan.param}={value}: {_first_line(point.failure.message)}")
             continue
         for target in row_targets:
             cells = []
@@ -89,9 +89,9 @@ def sweep_table(result: SweepResult) -> str:
                                    lambda run: f"{run['fmax_mhz']:.1f}"))
             latency = "-" if point.latency is None else str(point.latency)
             rows.append(f"| {value} | {latency} | {target} | " + " | ".join(cells) + " |")
-        for (flow, target), message in point.failures.items():
+        for (flow, target), failure in point.failures.items():
             notes.append(f"- {plan.param}={value} {flow} {target} failed: "
-                         f"{_first_line(message)}")
+                         f"{_first_line(failure.message)}")
         for flow, target in point.skipped:
             notes.append(f"- {plan.param}={value} {flow} {target}: skipped (the unit's "
                          "synth_targets exclude it)")

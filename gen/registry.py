@@ -3,9 +3,55 @@
 # refused half-way, or one built only for its signature, is not a forgotten submodule.)
 """Registry of units: name -> component factory, default parameters, paper configurations."""
 
+import importlib
 from dataclasses import dataclass, field
 
-__all__ = ["UnitSpec", "UNITS", "resolve_params", "parse_assignment"]
+__all__ = ["ReportConfig", "UnitSpec", "UNITS", "load_object", "resolve_params",
+           "parse_assignment"]
+
+
+def load_object(reference):
+    """The object a ``"module:name"`` string names (``name`` may be dotted: ``"m:Class.attr"``),
+    imported on demand: the registry names factories and golden adapters without importing
+    them.
+
+    Raises
+    ------
+    ValueError
+        If ``reference`` is not of the form ``"module:name"``.
+    ImportError, AttributeError
+        If the module or the name does not exist.
+    """
+    module_name, sep, name = str(reference).partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"expected a 'module:name' reference, not {reference!r}")
+    target = importlib.import_module(module_name)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """One row of ``make report`` for a unit (:mod:`fpga.report` builds its rows from these).
+
+    Attributes
+    ----------
+    config : str or None
+        Named configuration of the unit, or None for the defaults.
+    overrides : tuple of (str, value)
+        Parameters set on top of the configuration.
+    baseline_of : str or None
+        Label of the report row (``unit@config``) this row is a second baseline of.
+    fmax : bool
+        Whether to place and route the row (False: area only, the reason given where the row
+        is listed).
+    """
+
+    config: str | None = None
+    overrides: tuple = ()
+    baseline_of: str | None = None
+    fmax: bool = True
 
 
 @dataclass(frozen=True)
@@ -25,6 +71,17 @@ class UnitSpec:
         Named configurations from the papers: name -> parameter overrides.
     testbench : str
         Dotted name of the cocotb test module in ``verif``.
+    golden : str or None
+        ``"golden.beats:<name>"``: the unit's beat-level golden adapter
+        (:class:`golden.beats.BeatModel`: input beats -> expected output beats), shared by
+        the bench and the board host; resolved lazily (:func:`load_object`, or
+        ``verif.bench.golden_model(unit)``).
+    doc : str or None
+        The unit's documentation, relative to the repository root (``docs/units/...``).
+    report : tuple of ReportConfig
+        The unit's rows of ``make report`` (its registered baseline's rows are derived).
+    benchmark : str or None
+        ``"module:function"`` printing the unit's throughput table (``make bench``).
     summary : str
         One line for ``python -m gen list``.
     baseline : str or None
@@ -44,6 +101,10 @@ class UnitSpec:
     defaults: dict
     configs: dict = field(default_factory=dict)
     testbench: str | None = None
+    golden: str | None = None
+    doc: str | None = None
+    report: tuple = ()
+    benchmark: str | None = None
     summary: str = ""
     baseline: str | None = None
     ops_per_cycle: int | None = None
@@ -56,9 +117,7 @@ class UnitSpec:
 
     def build(self, params):
         """Return the component for fully resolved ``params``."""
-        module_name, class_name = self.factory.split(":")
-        module = __import__(module_name, fromlist=[class_name])
-        return getattr(module, class_name)(**params)
+        return load_object(self.factory)(**params)
 
 
 def _accllm_products(params):
@@ -94,6 +153,12 @@ UNITS = {
                 "kllm-a3-16": {"a_bits": 3, "b_bits": 4, "lanes": 16},
             },
             testbench="verif.tb_kllm_concat",
+            golden="golden.beats:kllm_concat",
+            doc="docs/units/kllm_concat.md",
+            # KLLM Table I: a Concat array feeding one 16-input counter (the 4096-lane PE-lane
+            # configuration has 32,768 output flip-flops: beyond both small FPGAs; `make area`
+            # has it).
+            report=(ReportConfig("kllm-a4-16"),),
             result="index pair",
             rate=lambda p: p["lanes"],
             summary="KLLM Concat array: y = (a << b_bits) | b per lane, registered",
@@ -116,6 +181,14 @@ UNITS = {
                                "max_len": 4096},
             },
             testbench="verif.tb_kllm_idx_counter",
+            golden="golden.beats:kllm_idx_counter",
+            doc="docs/units/kllm_idx_counter.md",
+            # The 256-bin KLLM-A4 counter maps to about 30,000 LUT4s: beyond the UP5K and the
+            # ECP5 25F, and nextpnr's router had not converged on the 85F after 8 minutes (over
+            # 100,000 routing iterations), so it gets area only; the 64-bin W3A3 counter is
+            # placed instead.
+            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3")),
+            benchmark="verif.benchmarks:counter_table",
             result="index",
             rate=lambda p: p["n_inputs"],
             summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
@@ -133,6 +206,13 @@ UNITS = {
                 "kllm-4096": {"n": 4096, "k": 20},
             },
             testbench="verif.tb_orizuru",
+            golden="golden.beats:orizuru",
+            doc="docs/units/orizuru.md",
+            # Orizuru's one-cycle-per-pop circuit (every comparison of a pop unrolled in space)
+            # beside the paper's time-multiplexed trees; both against the scan baseline.
+            report=(ReportConfig("kllm-16"),
+                    ReportConfig("kllm-16", overrides=(("structure", "unrolled"),))),
+            benchmark="verif.benchmarks:orizuru_table",
             summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",
             result="vector",
             rate=lambda p: 1 / _orizuru_cycles(p),
@@ -143,6 +223,8 @@ UNITS = {
             factory="hdl.orizuru:OrizuruScan",
             defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
             testbench="verif.tb_orizuru",
+            golden="golden.beats:orizuru",
+            doc="docs/units/orizuru.md",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
             result="vector",
             rate=lambda p: 1 / p["k"],
@@ -156,6 +238,12 @@ UNITS = {
                 "kllm-16": {"n": 16, "k": 2},
             },
             testbench="verif.tb_orizuru",
+            golden="golden.beats:orizuru",
+            doc="docs/units/orizuru.md",
+            # Orizuru's second baseline beside `orizuru_scan` (derived from the registry's
+            # `baseline`): the pipelined top-k/bottom-k sorting network, at the same n and k,
+            # its own default depth.
+            report=(ReportConfig("kllm-16", baseline_of="orizuru@kllm-16"),),
             summary="Baseline for orizuru: pipelined top-k/bottom-k sorting network, same "
                     "interface and outputs",
             result="vector",
@@ -172,6 +260,9 @@ UNITS = {
                 "oaken-64": {"lanes": 64, "data_bits": 16},
             },
             testbench="verif.tb_oaken_decomposer",
+            golden="golden.beats:oaken_decomposer",
+            doc="docs/units/oaken.md",
+            report=(ReportConfig("oaken-16"),),
             result="element",
             rate=lambda p: p["lanes"],
             summary="Oaken decomposer: threshold grouping, group shift, inlier/outlier lanes",
@@ -186,6 +277,10 @@ UNITS = {
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
             testbench="verif.tb_oaken_dequantizer",
+            golden="golden.beats:oaken_dequantizer",
+            doc="docs/units/oaken.md",
+            report=(ReportConfig("oaken-16"),),
+            benchmark="verif.benchmarks:oaken_table",
             result="element",
             rate=lambda p: p["lanes"],
             summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
@@ -199,6 +294,9 @@ UNITS = {
                 "p3-pcu-pe": {},
             },
             testbench="verif.tb_p3_pe",
+            golden="golden.beats:p3_pe",
+            doc="docs/units/p3_pe.md",
+            report=(ReportConfig("p3-pcu-pe"),),
             result="MAC",
             rate=lambda p: 4,
             summary="P3-LLM PE: 4-way FP8 (E4M3/S0E4M4) x INT4/BitMoD dot product, 32-bit acc",
@@ -210,6 +308,8 @@ UNITS = {
             factory="hdl.fp16_mac:Fp16Mac",
             defaults={"pipeline": 2},
             testbench="verif.tb_fp16_mac",
+            golden="golden.beats:fp16_mac",
+            doc="docs/units/fp16_mac.md",
             result="MAC",
             rate=lambda p: 1,
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
@@ -237,6 +337,11 @@ UNITS = {
                 "accllm-w4-ice40": {"mode": "w4", "target": "ice40", "x_bits": 7},
             },
             testbench="verif.tb_accllm_dsp_mul",
+            golden="golden.beats:accllm_mul",
+            doc="docs/units/accllm_dsp_mul.md",
+            # AccLLM: the DSP48E2 packings (Xilinx only) and the packings ECP5/iCE40 allow.
+            report=tuple(ReportConfig(config) for config in (
+                "accllm-w4-xilinx", "accllm-w2-xilinx", "accllm-w4-ecp5", "accllm-w4-ice40")),
             summary="AccLLM DSP-packed multiplier: 2 (w8/w4) or 4 (w2) products per DSP48E2",
             result="product",
             rate=_accllm_products,
@@ -249,6 +354,8 @@ UNITS = {
             defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
                       "target": "generic", "pipeline": 3},
             testbench="verif.tb_accllm_dsp_mul",
+            golden="golden.beats:accllm_mul",
+            doc="docs/units/accllm_dsp_mul.md",
             summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
             result="product",
             rate=_accllm_products,
@@ -267,6 +374,9 @@ UNITS = {
                 "accllm-tile": {"groups": 16, "rows": 16, "x_bits": 8, "x_signed": True},
             },
             testbench="verif.tb_accllm_sparse_selector",
+            golden="golden.beats:accllm_sparse_selector",
+            doc="docs/units/accllm_sparse_selector.md",
+            report=(ReportConfig("accllm-block"),),
             result="selected pair",
             rate=lambda p: p["groups"] * p["rows"],
             summary="AccLLM 2:4 sparse selector: x1/x2 = x[4g + idx1/idx2] per row, registered",

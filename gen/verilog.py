@@ -1,5 +1,6 @@
 """Elaborate a unit to Verilog and write its manifest."""
 
+import gc
 import json
 from pathlib import Path
 
@@ -10,7 +11,8 @@ from amaranth.lib import data, wiring
 
 from .registry import resolve_params
 
-__all__ = ["convert", "generate", "layout_description", "port_description", "wrap_long_lines"]
+__all__ = ["convert", "generate", "layout_description", "manifest", "port_description",
+           "signal_description", "unit_manifest", "wrap_long_lines", "write_manifest"]
 
 #: Longest generated Verilog line. Yosys writes a concatenation on one line; Verilator refuses
 #: lines of more than 40,000 preprocessor tokens (``kllm_concat`` with 4096 lanes has 8192).
@@ -100,15 +102,23 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
     spec, resolved = resolve_params(unit, config, params)
     component = spec.build(resolved)
     text = convert(component, unit)
-    shared = getattr(component, "shared_modules", None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog_path = out_dir / f"{unit}.v"
-    manifest = {
-        "unit": unit,
-        "top": unit,
+    _write_if_changed(verilog_path, text)
+    write_manifest(out_dir / f"{unit}.json", manifest(spec, resolved, component, config))
+    return verilog_path
+
+
+def manifest(spec, params, component, config=None):
+    """The manifest of ``component``, built by ``spec`` from resolved ``params``: what the
+    benches, the board link and the flows read about a generated unit (plain JSON data)."""
+    shared = getattr(component, "shared_modules", None)
+    return {
+        "unit": spec.name,
+        "top": spec.name,
         "config": config,
-        "params": resolved,
+        "params": params,
         "latency": getattr(component, "latency", None),
         "ports": port_description(component),
         "signals": signal_description(component),
@@ -116,7 +126,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "ops_per_cycle": spec.ops_per_cycle,
         # Throughput at full rate: results (what ``result`` names) per cycle.
         "result": spec.result,
-        "results_per_cycle": spec.results_per_cycle(resolved),
+        "results_per_cycle": spec.results_per_cycle(params),
         # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
         # and the area targets it can be synthesized for (None: all).
         "primitives": list(getattr(component, "primitives", ())),
@@ -126,9 +136,22 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None):
         "synth_targets": _optional_list(getattr(component, "synth_targets", None)),
         "amaranth": amaranth.__version__,
     }
-    _write_if_changed(verilog_path, text)
-    _write_if_changed(out_dir / f"{unit}.json", json.dumps(manifest, indent=2) + "\n")
-    return verilog_path
+
+
+def unit_manifest(unit, params=None, *, config=None):
+    """The manifest of a registered unit, without generating Verilog (the component is built
+    for its signature and dropped)."""
+    spec, resolved = resolve_params(unit, config, params)
+    component = spec.build(resolved)
+    described = manifest(spec, resolved, component, config)
+    del component
+    gc.collect()            # components hold reference cycles: free this one here
+    return described
+
+
+def write_manifest(path, described):
+    """Write a manifest as ``make verilog`` does (unchanged files keep their timestamp)."""
+    _write_if_changed(Path(path), json.dumps(described, indent=2) + "\n")
 
 
 def _optional_list(value):

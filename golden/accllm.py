@@ -925,21 +925,18 @@ def run_sums(products, last, depth):
         that ended the run.
     """
     depth = _check_int("depth", depth, 1, None)
-    last = np.asarray(last, dtype=np.int64)
+    last = np.asarray(last, dtype=np.int64).ravel() != 0
     products = {name: np.asarray(values, dtype=np.int64) for name, values in products.items()}
-    sums = {name: [] for name in products}
-    lasts = []
-    running = dict.fromkeys(products, 0)
-    count = 0
-    for k, end in enumerate(last):
-        for name, values in products.items():
-            running[name] = (running[name] if count else 0) + int(values[k])
-        count += 1
-        if end or count == depth:
-            for name in products:
-                sums[name].append(running[name])
-            lasts.append(int(end))
-            count = 0
-    out = {name: np.array(values, dtype=np.int64) for name, values in sums.items()}
-    out["last"] = np.array(lasts, dtype=np.int64)
+    beat = np.arange(last.size)
+    # Position of each beat after the previous `last` (a new run starts after every `last`);
+    # runs are cut every `depth` beats in between.
+    starts = np.concatenate(([True], last[:-1]))
+    position = beat - np.maximum.accumulate(np.where(starts, beat, 0))
+    ends = np.flatnonzero(last | ((position + 1) % depth == 0))   # beats after it: no output
+    run_starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.intp)
+    out = {}
+    for name, values in products.items():
+        out[name] = (np.add.reduceat(values[:ends[-1] + 1], run_starts) if ends.size
+                     else np.zeros(0, np.int64)).astype(np.int64)
+    out["last"] = last[ends].astype(np.int64)
     return out

@@ -60,7 +60,7 @@ from ._checks import check_int as _check_int
 
 __all__ = [
     "OrizuruResult", "orizuru", "orizuru_beats", "total_order_key", "comparison_count",
-    "pack_mask", "unpack_mask", "MIN_N", "MAX_N",
+    "pack_mask", "unpack_mask", "MIN_N", "MAX_N", "MAX_BEAT_LANES", "beat_lanes",
 ]
 
 MIN_N = 2
@@ -68,6 +68,10 @@ MAX_N = 4096
 #: SPEC 3: k is at most this when n > 1024 (KLLM's 0.5 % of 4096 is 20.48 per side).
 MAX_WIDE_K = 64
 _MAX_FLAT_N = 1024
+#: Values per input beat of the ``orizuru`` units (SPEC 3: a vector wider than 1024 values,
+#: built from 16-input units, streams in as n / 1024 beats; lane j of beat b is element
+#: 1024 b + j).
+MAX_BEAT_LANES = 1024
 
 _SIGN = 0x8000
 _KEY_MASK = 0xFFFF
@@ -115,6 +119,11 @@ def _check_n(n, what):
     if not (MIN_N <= n <= MAX_N and n & (n - 1) == 0):
         raise ValueError(f"{what} must be a power of two in {MIN_N}..{MAX_N}, not {n}")
     return n
+
+
+def beat_lanes(n):
+    """Values per input beat for vectors of ``n`` values: ``min(n, MAX_BEAT_LANES)``."""
+    return min(_check_n(n, "n"), MAX_BEAT_LANES)
 
 
 def _max_k(n):

@@ -1,6 +1,6 @@
 """8N1 UART receiver and transmitter with ``amaranth.lib.stream`` byte ports.
 
-Used by :mod:`fpga.bitstream` to put a unit behind a serial link on a real board. Both
+Used by :mod:`fpga.bridge.gateware` to put a unit behind a serial link on a real board. Both
 directions use the classic asynchronous frame: the line idles high, a byte is a start bit (low),
 eight data bits least significant first and one stop bit (high), each bit ``divisor`` clock
 cycles long (``divisor = round(f_clk / baud)``).

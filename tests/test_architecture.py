@@ -20,10 +20,9 @@ FORBIDDEN = {
     "verif": {"fpga"},
 }
 
-#: Known imports across a forbidden edge, each waiting for its move (file -> packages).
-#: verif/host.py, the board's host client, imports the bridge protocol from fpga/bitstream.py
-#: until the board link moves to one place (issue 16, item 2).
-PENDING = {"verif/host.py": {"fpga"}}
+#: Known imports across a forbidden edge, each waiting for its move (file -> packages); empty
+#: since the board link moved to fpga/bridge/ (issue 16).
+PENDING: dict[str, set[str]] = {}
 
 
 def _imported_packages(path):

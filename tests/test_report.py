@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fpga import report, report_render
-from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult
-from fpga.nextpnr import capacity_shortfall
+from fpga import area, fmax, report, report_render
+from fpga.area import area_job
+from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult, fmax_job
+from fpga.jobs import Failure, error_text
+from fpga.nextpnr import FmaxTimeout, capacity_shortfall
 from fpga.report import REPORT_ROWS, ReportRow, baseline_row, report_rows
 from fpga.report_render import (
     FMAX_COLUMNS,
@@ -109,8 +111,12 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
             raise FmaxError("nextpnr exited with code 125")
         return FmaxResult(unit.name, target, 55.5, {"LUT": 29905}, 7, 1.0, run_dir)
 
-    monkeypatch.setattr(report, "fmax_run", fake_run)
-    outcome = report._fmax_job(unit, "ecp5", work_dir)
+    def column(unit, name, workdir, timeout_s=report.FMAX_TIMEOUT_S):
+        """The report's job for one Fmax column."""
+        return fmax_job(unit, name, workdir, timeout_s, None, None, FMAX_COLUMNS[name])
+
+    monkeypatch.setattr(fmax, "fmax_run", fake_run)
+    outcome = column(unit, "ecp5", work_dir)
     assert calls == ["ecp5", "ecp5-85k"]
     # The 85F places the 25F run's netlist (same Yosys script) instead of synthesizing again.
     assert netlists == [None, work_dir / "big-ecp5" / "net.json"]
@@ -124,16 +130,21 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
         calls.append(target)
         raise FmaxError("yosys exited with code 1\nlast lines ...")
 
-    monkeypatch.setattr(report, "fmax_run", broken_run)
-    assert report._fmax_job(unit, "ecp5", work_dir / "again") == {
-        "failed": "yosys exited with code 1"}
+    monkeypatch.setattr(fmax, "fmax_run", broken_run)
+    with pytest.raises(FmaxError) as raised:
+        column(unit, "ecp5", work_dir / "again")
     assert calls == ["ecp5"]
+    # The report's cell quotes the tool's first line (another job's failure keeps its type).
+    failure = Failure(("fmax", "big", "ecp5"), error_text(raised.value))
+    assert report._failed_cell("fmax", failure) == {"failed": "yosys exited with code 1"}
+    assert report._failed_cell("area", Failure(("area", "big", "ice40"), "SynthError: no\nlog")
+                               ) == {"failed": "SynthError: no"}
     # A step over the time limit is reported as such, not as a failed run.
     def slow_run(unit, target, workdir, **_):
-        raise report.FmaxTimeout("nextpnr timed out after 5 s")
+        raise FmaxTimeout("nextpnr timed out after 5 s")
 
-    monkeypatch.setattr(report, "fmax_run", slow_run)
-    outcome = report._fmax_job(unit, "ice40", work_dir / "slow", timeout_s=5)
+    monkeypatch.setattr(fmax, "fmax_run", slow_run)
+    outcome = column(unit, "ice40", work_dir / "slow", timeout_s=5)
     assert outcome == {"timed_out": "iCE40 UltraPlus UP5K (sg48): a step took over 5 s",
                        "too_small": []}
     assert report_render._fmax_cell({"fmax": {"ice40": outcome}}, "ice40").startswith(
@@ -290,10 +301,10 @@ def test_failures_are_not_cached(work_dir, monkeypatch):
         calls.append(1)
         raise ValueError("no")
 
-    monkeypatch.setattr(report, "synth", failing_synth)
+    monkeypatch.setattr(area, "synth", failing_synth)
     for _ in range(2):
         with pytest.raises(ValueError):
-            report._area_job(unit, "ice40", work_dir / "synth", work_dir / "cache")
+            area_job(unit, "ice40", work_dir / "synth" / unit.name, work_dir / "cache")
     assert len(calls) == 2 and not (work_dir / "cache" / "area").exists()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fpga.jobs import DASK_INSTALL_HINT, LocalExecutor, make_executor
+from fpga.jobs import DASK_INSTALL_HINT, Failure, LocalExecutor, make_executor
 from fpga.sweep import PointResult, SweepResult, main, make_plan, parse_value, run_sweep
 from fpga.sweep_report import CSV_COLUMNS, plot_sweep, sweep_csv, sweep_table
 
@@ -148,11 +148,14 @@ def test_reports_of_a_categorical_sweep(build_dir):
     points = [
         PointResult("w2", params={}, area=area, fmax={"ice40": fmax}, latency=3),
         PointResult("w4", params={}, area={"ice40": area["ice40"]}, fmax={"ice40": fmax},
-                    failures={("area", "cmos"): "SynthError: yosys exited with code 1\n"
-                                                "ERROR: out of memory"}),
+                    failures={("area", "cmos"): Failure(
+                        ("area", "w4", "cmos"),
+                        "SynthError: yosys exited with code 1\nERROR: out of memory")}),
         PointResult("w8", params={}, area={"cmos": area["cmos"]},
                     skipped=[("area", "ice40"), ("fmax", "ice40")]),
-        PointResult("w3", error="ValueError: mode must be one of 'w2', 'w4', 'w8', not 'w3'"),
+        PointResult("w3", failure=Failure(
+            ("generate", "w3", None),
+            "ValueError: mode must be one of 'w2', 'w4', 'w8', not 'w3'")),
     ]
     result = SweepResult(plan, points, "test", 0.0)
 
@@ -288,7 +291,7 @@ def test_dask_cluster_gives_the_local_results(local_sweep, build_dir):
         with make_executor(cluster.scheduler_address, jobs=2) as executor:
             result = run_sweep(plan, executor)
             worker_pids = set(executor.client.run(os.getpid).values())
-    assert [point.error for point in result.points] == [None] * len(LANES)
+    assert [point.failure for point in result.points] == [None] * len(LANES)
     assert _metrics(list(csv.DictReader(io.StringIO(sweep_csv(result))))) == \
         _metrics(local_sweep["rows"])
     # Every job (generation and synthesis) ran in the cluster's worker process.

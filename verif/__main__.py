@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from gen import UNITS
-from gen.registry import parse_assignment
+from gen.registry import load_object, parse_assignment
 
 from .runner import ROOT, BenchFailure, primitive_models, run_testbench, tool_environment
 
@@ -53,87 +53,20 @@ def _sim(args):
     return 1 if failed else 0
 
 
-#: Throughput benchmarks: (unit, configuration, overrides, bench environment).
-COUNTER_BENCHMARKS = [
-    ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
-    ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 1024}),
-    ("kllm-w3a3", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
-    ("kllm-ik-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
-]
-
-
-def _bench_counter():
-    print("| unit | config | K | bins | indices/cycle | cycles/column | readout overlap | "
-          "first-bin latency | total cycles (serial) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for config, env in COUNTER_BENCHMARKS:
-        metrics = run_testbench("kllm_idx_counter", {}, config=config,
-                                testcase="sustained_throughput", extra_env=env, name="bench")
-        m = metrics["sustained_throughput"]
-        print(f"| kllm_idx_counter | {config} | {m['k']} | {m['bins']} | "
-              f"{m['indices_per_cycle']:.2f} | {m['cycles_per_column']:.1f} | "
-              f"{100 * m['readout_overlap']:.0f} % | {m['first_bin_latency']} | "
-              f"{m['total_cycles']} ({m['serial_cycles']}) |")
-
-
-def _bench_orizuru():
-    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
-    print("| unit | structure | n | k | cycles/vector (back to back) | analytical | "
-          "latency to first beat |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for structure in ("tree", "unrolled", "units"):
-        for n in (8, 16, 64):
-            for k in (1, 2, 4):
-                params = {"n": n, "k": k, "structure": structure}
-                metrics = run_testbench("orizuru", params, testcase="sustained_rate",
-                                        extra_env={"QLLM_RATE_VECTORS": 64}, name="bench")
-                m = metrics["sustained_rate"]
-                pipeline = DEFAULT_PIPELINES[structure]
-                analytical = cycles_per_vector(n, k, structure, pipeline)
-                print(f"| orizuru | {structure} | {n} | {k} | {m['cycles_per_vector']:.2f} | "
-                      f"{analytical} | {m['latency']} |")
-
-
-def _bench_oaken():
-    densities = (0.0, 0.01, 0.1, 0.5, 1.0)
-    print("| unit | config | COO packing | chunks/density | "
-          + " | ".join(f"beats/cycle at {100 * d:g} %" for d in densities)
-          + " | first beat (cycle) |")
-    print("|---|---|---|---:|" + "---:|" * len(densities) + "---:|")
-    for config, packing in (("oaken-16", "full"), ("oaken-16", "random"), ("oaken-64", "full"),
-                            ("oaken-64", "random")):
-        metrics = run_testbench("oaken_dequantizer", {}, config=config,
-                                testcase=[f"sustained_rate/density={d!r}" for d in densities],
-                                extra_env={"QLLM_CHUNKS": 2000, "QLLM_COO_PACKING": packing},
-                                name=f"bench-{packing}")
-        runs = [metrics[f"sustained_rate[{d}]"] for d in densities]
-        lanes = UNITS["oaken_dequantizer"].configs[config]["lanes"]
-        print(f"| oaken_dequantizer | {config} | {packing} | {runs[0]['beats'] * lanes // 64} | "
-              + " | ".join(f"{r['beats_per_cycle']:.3f}" for r in runs)
-              + f" | {runs[0]['first_beat_cycle']} |")
-
-
-#: Per unit, a function printing its throughput table (``make bench``).
-BENCHMARKS = {
-    "kllm_idx_counter": _bench_counter,
-    "orizuru": _bench_orizuru,
-    "oaken_dequantizer": _bench_oaken,
-}
-
-
 def _bench(args):
-    """Print sustained throughput of the streaming units, measured in simulation (cycles)."""
-    unknown = sorted(set(args.unit or []) - set(BENCHMARKS))
+    """Print sustained throughput of the streaming units, measured in simulation (cycles): the
+    table each unit's registry entry names (``benchmark``)."""
+    benchmarks = {unit: spec.benchmark for unit, spec in UNITS.items() if spec.benchmark}
+    unknown = sorted(set(args.unit or []) - set(benchmarks))
     if unknown:
         print(f"no benchmark for {', '.join(unknown)}; benchmarks exist for "
-              f"{', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
+              f"{', '.join(sorted(benchmarks))}", file=sys.stderr)
         return 2
-    for k, (unit, bench) in enumerate(BENCHMARKS.items()):
-        if args.unit and unit not in args.unit:
-            continue
+    chosen = [unit for unit in benchmarks if not args.unit or unit in args.unit]
+    for k, unit in enumerate(chosen):
         if k:
             print()
-        bench()
+        load_object(benchmarks[unit])()
     return 0
 
 

@@ -2,7 +2,9 @@
 
 A unit's cocotb test module builds one :class:`Bench` per test. The runner passes the unit's
 manifest path in ``QLLM_MANIFEST``; parameters, payload layouts and the latency come from there,
-so a bench never hard-codes bit offsets.
+so a bench never hard-codes bit offsets. The expected output beats come from the unit's
+beat-level golden adapter (:func:`golden_model`, :meth:`Bench.expected`), the one the board host
+uses too.
 """
 
 import json
@@ -14,10 +16,12 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
+from gen.registry import UNITS, load_object
+
 from .payload import PayloadCodec
 from .stream import StreamDriver, StreamMonitor
 
-__all__ = ["Bench", "compare_fields", "load_manifest", "record_metrics"]
+__all__ = ["Bench", "compare_fields", "golden_model", "load_manifest", "record_metrics"]
 
 CLOCK_PERIOD_NS = 10
 
@@ -29,6 +33,21 @@ def load_manifest(path=None):
         raise RuntimeError("QLLM_MANIFEST is not set: run benches through verif.runner")
     with open(path) as file:
         return json.load(file)
+
+
+def golden_model(unit):
+    """The beat-level golden adapter of registered ``unit`` (a :class:`golden.beats.BeatModel`
+    named by ``UNITS[unit].golden``), or None if the registry names none.
+
+    Raises
+    ------
+    ValueError
+        If ``unit`` is not registered.
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}; known units: {', '.join(sorted(UNITS))}")
+    reference = UNITS[unit].golden
+    return None if reference is None else load_object(reference)
 
 
 class Bench:
@@ -65,6 +84,16 @@ class Bench:
             else:
                 self.monitors[name] = StreamMonitor(
                     dut, name, dut.clk, ready_probability=ready_probability, rng=port_rng)
+
+    @property
+    def golden(self):
+        """The unit's golden adapter (:func:`golden_model` of the manifest's unit)."""
+        return golden_model(self.manifest["unit"])
+
+    def expected(self, inputs):
+        """The output beats ``{port: fields}`` the unit's golden adapter gives for the input
+        beats ``inputs`` (``{port: fields}``) at the manifest's parameters."""
+        return self.golden.expected(self.params, inputs)
 
     async def start(self, reset_cycles=3, *, streams=True):
         """Start the clock, hold reset, then start every driver and monitor (unless

@@ -1,9 +1,11 @@
 """cocotb test bench for ``accllm_dsp_mul`` (and its baseline ``accllm_plain_mul``).
 
-Every output is compared with the exact products (NumPy ``x * w``) and, for the DSP48E2 layout
-(targets ``generic`` and ``xilinx``), with the golden packed arithmetic of
-:mod:`golden.accllm` (``pack_w8``/``extract_w8``, ``packed_p_w2``/``extract_w2``), which
-models the 48-bit P word and its borrow-corrected fields independently of the RTL.
+Every output is compared with the unit's golden adapter :data:`golden.beats.accllm_mul` (the
+exact products ``x * w``, or their run sums with ``acc_depth`` > 1) and, for the DSP48E2 layout
+(targets ``generic`` and ``xilinx``), the adapter's products are cross-checked against the
+golden packed arithmetic of :mod:`golden.accllm` (``pack_w8``/``extract_w8``,
+``packed_p_w2``/``extract_w2``), which models the 48-bit P word and its borrow-corrected fields
+independently of the RTL.
 
 Tests
 -----
@@ -29,12 +31,10 @@ import os
 import cocotb
 import numpy as np
 
-from golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2, run_sums
+from golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2
 from verif.bench import Bench, compare_fields, record_metrics
 
 W_BITS = {"w8": 8, "w4": 4, "w2": 2}
-PRODUCTS = {"p1": ("x", "w1"), "p2": ("x", "w2"), "p11": ("x1", "w1"), "p22": ("x2", "w2"),
-            "p12": ("x1", "w2"), "p21": ("x2", "w1")}
 
 
 class Config:
@@ -80,9 +80,14 @@ class Config:
         return beats
 
 
-def exact_products(config, beats):
-    return {name: beats[PRODUCTS[name][0]] * beats[PRODUCTS[name][1]]
-            for name in config.products}
+def expected_outputs(bench, beats):
+    """The golden adapter's output beats for ``beats`` (products, or run sums and ``last``)."""
+    expected = bench.expected({"i": beats})["o"]
+    config = Config(bench.manifest)
+    names = config.products + (["last"] if config.acc_depth > 1 else [])
+    assert sorted(expected) == sorted(names), (
+        f"golden fields {sorted(expected)}, the unit's {sorted(names)}")
+    return expected
 
 
 def golden_products(config, beats):
@@ -100,7 +105,7 @@ def golden_products(config, beats):
 
 
 def check_products(bench, config, beats):
-    expected = exact_products(config, beats)
+    expected = expected_outputs(bench, beats)
     bench.check("o", expected)
     if config.target in ("generic", "xilinx"):
         golden = golden_products(config, beats)
@@ -139,9 +144,7 @@ async def exhaustive(dut):
             chunk["last"] = np.ones(size, np.int64)  # every beat its own run: plain products
         got = await bench.full_rate("i", chunk, "o", size, max_cycles=size + 100)
         cycles += bench.full_rate_cycles
-        expected = exact_products(config, chunk)
-        if config.acc_depth > 1:
-            expected["last"] = chunk["last"]
+        expected = expected_outputs(bench, chunk)
         compare_fields("o", got, expected)
         if config.target in ("generic", "xilinx"):
             golden = golden_products(config, chunk)
@@ -149,11 +152,6 @@ async def exhaustive(dut):
                 np.testing.assert_array_equal(golden[name], expected[name])
     # full_rate fails on any refused beat: each burst of k beats takes k + latency cycles.
     record_metrics("exhaustive", beats=n, cycles=cycles, bursts=-(-n // CHUNK))
-
-
-def run_expected(config, beats):
-    """Sums per run: a run ends at ``last`` or at its ``acc_depth``-th beat."""
-    return run_sums(exact_products(config, beats), beats["last"], config.acc_depth)
 
 
 def run_lasts(rng, config, runs):
@@ -176,7 +174,7 @@ async def random_backpressure(dut):
     await bench.start()
     bench.send("i", beats)
     if config.acc_depth > 1:
-        expected = run_expected(config, beats)
+        expected = expected_outputs(bench, beats)
         await bench.wait_for("o", len(expected["last"]), max_cycles=20 * n + 100)
         bench.check("o", expected)
     else:
@@ -209,7 +207,7 @@ async def accumulation(dut):
         value = x_pick if name.startswith("x") else w_pick
         beats[name] = np.where(extreme, value, beats[name])
     beats["last"] = last
-    expected = run_expected(config, beats)
+    expected = expected_outputs(bench, beats)
     await bench.start()
     bench.send("i", beats)
     await bench.wait_for("o", len(expected["last"]), max_cycles=20 * n + 100)

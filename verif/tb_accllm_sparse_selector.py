@@ -1,8 +1,9 @@
-"""cocotb test bench for ``accllm_sparse_selector`` against :mod:`golden.accllm`.
+"""cocotb test bench for ``accllm_sparse_selector`` against its golden adapter
+:data:`golden.beats.accllm_sparse_selector` (:func:`golden.accllm.select_by_index`).
 
-Beats from 2:4 masks are compared with :func:`golden.accllm.sparse_select` (the mask goes through
-the golden model, which gives the indices sent to the unit and the expected inputs); beats with
-arbitrary indices with :func:`golden.accllm.select_by_index`. Every output beat is compared, in
+Beats from 2:4 masks go through :func:`golden.accllm.sparse_select` (which gives the indices sent
+to the unit, and selected inputs that must equal the adapter's expected outputs); beats with
+arbitrary indices are sent as they are. Every output beat is compared with the adapter's, in
 order, so a lost, duplicated or reordered beat fails; the monitor checks the stream rules.
 
 Tests
@@ -29,8 +30,8 @@ import time
 import cocotb
 import numpy as np
 
-from golden.accllm import select_by_index, sparse_select
-from verif.bench import Bench, record_metrics
+from golden.accllm import sparse_select
+from verif.bench import Bench, compare_fields, record_metrics
 
 #: The 6 two-of-four patterns of a group, as position pairs.
 PAIRS = np.array([(a, b) for a in range(4) for b in range(a + 1, 4)], dtype=np.int64)
@@ -93,6 +94,14 @@ def corner_beats(params):
     return xs, masks_from_pairs(pair_ids)
 
 
+def masked_expected(bench, x, sel):
+    """The adapter's output beats for the indices of a 2:4 selection ``sel``, checked against
+    the inputs the mask selects."""
+    expected = bench.expected({"i": {"x": x, "idx1": sel.idx1, "idx2": sel.idx2}})["o"]
+    compare_fields("golden sparse_select", {"x1": sel.x1, "x2": sel.x2}, expected)
+    return expected
+
+
 async def _run(bench, inputs, expected, *, max_cycles_per_beat):
     await bench.start()
     started = time.perf_counter()
@@ -109,7 +118,7 @@ async def corner_beats_full_rate(dut):
     x, mask = corner_beats(bench.params)
     sel = select_from_masks(x, mask)
     inputs = {"x": x, "idx1": sel.idx1, "idx2": sel.idx2}
-    count, _ = await _run(bench, inputs, {"x1": sel.x1, "x2": sel.x2}, max_cycles_per_beat=1)
+    count, _ = await _run(bench, inputs, masked_expected(bench, x, sel), max_cycles_per_beat=1)
     bench.check_full_rate("o", count)
 
 
@@ -124,7 +133,7 @@ async def random_masks_backpressure(dut):
                                                                        p["groups"])))
     sel = select_from_masks(x, mask)
     inputs = {"x": x, "idx1": sel.idx1, "idx2": sel.idx2}
-    count, elapsed = await _run(bench, inputs, {"x1": sel.x1, "x2": sel.x2},
+    count, elapsed = await _run(bench, inputs, masked_expected(bench, x, sel),
                                 max_cycles_per_beat=20)
     cycles = bench.monitors["o"].cycles
     dut._log.info("%d beats in %d cycles, %.2f s: %.0f beats/s", count, cycles, elapsed,
@@ -147,9 +156,9 @@ async def unordered_indices_backpressure(dut):
     idx2 = np.concatenate([pair % 4, bench.rng.integers(0, 4, size=(beats, rows, groups))])
     x = bench.rng.integers(lo, hi + 1, size=(len(idx1), 4 * groups))
     x[:16] = [spread_extremes(p, turn) for turn in range(16)]
-    x1, x2 = select_by_index(x[:, None, :], idx1, idx2)
     inputs = {"x": x, "idx1": idx1, "idx2": idx2}
-    count, elapsed = await _run(bench, inputs, {"x1": x1, "x2": x2}, max_cycles_per_beat=20)
+    count, elapsed = await _run(bench, inputs, bench.expected({"i": inputs})["o"],
+                                max_cycles_per_beat=20)
     got = bench.received("o")
     equal = idx1 == idx2
     assert np.array_equal(got["x1"][equal], got["x2"][equal]), "equal indices, unequal outputs"

@@ -1,10 +1,11 @@
-"""cocotb test bench for ``fp16_mac`` against :func:`golden.fp16_mac.fp16_mac_run`.
+"""cocotb test bench for ``fp16_mac`` against its golden adapter :data:`golden.beats.fp16_mac`
+(:func:`golden.fp16_mac.fp16_mac_run`).
 
 A stimulus is a dict of beat arrays ``a``, ``b`` (binary16 bit patterns), ``first`` and
 ``last``; the expected output is the golden model's binary32 pattern for every ``last`` beat.
-Outputs are compared with :func:`golden.fp16_mac.fp32_match` (any NaN equals any NaN, all else
-bit for bit, signs of zeros and infinities included), and every NaN the RTL emits must be the
-documented :data:`golden.fp16_mac.CANONICAL_NAN`.
+Outputs are compared with the adapter's ``acc`` comparison, :func:`golden.fp16_mac.fp32_match`
+(any NaN equals any NaN, all else bit for bit, signs of zeros and infinities included), and
+every NaN the RTL emits must be the documented :data:`golden.fp16_mac.CANONICAL_NAN`.
 
 Tests
 -----
@@ -38,7 +39,7 @@ import time
 import cocotb
 import numpy as np
 
-from golden.fp16_mac import CANONICAL_NAN, fp16_mac_run, fp32_is_nan, fp32_match
+from golden.fp16_mac import CANONICAL_NAN, fp32_is_nan
 from verif.bench import Bench, record_metrics
 
 #: binary16 patterns at and around every class boundary.
@@ -224,11 +225,11 @@ def random_beats(rng, beats):
 
 def check_results(bench, fields):
     """Compare every output beat with the golden model; return the expected patterns."""
-    expected = fp16_mac_run(fields["a"], fields["b"], fields["first"], fields["last"])
+    expected = bench.expected({"i": fields})["o"]["acc"]
     got = np.asarray(bench.received("o")["acc"], dtype=np.int64)
     assert len(got) == len(expected), (
         f"o: {len(got)} beats received, {len(expected)} expected (lost or duplicated beats)")
-    bad = np.flatnonzero(~fp32_match(got, expected))
+    bad = np.flatnonzero(~bench.golden.same("acc", got, expected))
     if bad.size:
         k = int(bad[0])
         beat = int(np.flatnonzero(fields["last"])[k])

@@ -1,11 +1,12 @@
-"""cocotb test bench for ``kllm_idx_counter`` against :func:`golden.kllm.index_distribution`.
+"""cocotb test bench for ``kllm_idx_counter`` against its golden adapter
+:data:`golden.beats.kllm_idx_counter` (:func:`golden.kllm.index_distribution` per reduction).
 
 A reduction is a list of K (index, weight, mask) entries. It is sent as ``ceil(K / n_inputs)``
 beats; lanes past K are padding with random indices and mask 0, and ``last`` marks the final
 beat. The expected output is the golden histogram of the reduction (unmasked entries only),
 ``2**idx_bits`` beats in bin order with ``last`` on the final bin; counts wrap modulo
 ``2**count_bits`` (two's complement in ik mode), the unit's documented behaviour past
-``max_len``.
+``max_len``; the manifest's counter width must be :func:`golden.kllm.counter_width`'s.
 
 Tests
 -----
@@ -31,12 +32,13 @@ import os
 import cocotb
 import numpy as np
 
-from golden.kllm import index_distribution, wrap_counts
+from golden.kllm import counter_width
 from verif.bench import Bench, record_metrics
 
 
 class Reductions:
-    """Builds the beats of a sequence of reductions and their expected histograms."""
+    """Builds the beats of a sequence of reductions (the golden adapter gives their
+    histograms)."""
 
     def __init__(self, params, count_bits, rng):
         self.n = params["n_inputs"]
@@ -48,7 +50,6 @@ class Reductions:
         self.beats = {"idx": [], "mask": [], "last": []}
         if self.ik:
             self.beats["weight"] = []
-        self.expected = []
         self.entries = 0
 
     def random_weights(self, size):
@@ -74,9 +75,6 @@ class Reductions:
             weights = np.asarray(weights, dtype=np.int64)
             padded = np.concatenate([weights, self.random_weights(pad)])
             self.beats["weight"].append(padded.reshape(beats, self.n))
-        histogram = index_distribution(idx, self.idx_bits, mask=mask,
-                                       weights=weights if self.ik else None)
-        self.expected.append(self.wrap(histogram))
         self.entries += int(mask.sum())
 
     def add_random(self, k):
@@ -84,30 +82,28 @@ class Reductions:
         mask = self.rng.random(k) < self.rng.choice([1.0, 0.9, 0.5])
         self.add(idx, mask, self.random_weights(k) if self.ik else None)
 
-    def wrap(self, histogram):
-        return wrap_counts(histogram, self.count_bits, "ik" if self.ik else "kk")
-
     def input_fields(self):
         return {name: np.concatenate(parts) for name, parts in self.beats.items()}
 
-    def output_fields(self):
-        counts = np.concatenate(self.expected)
-        bins = 1 << self.idx_bits
-        last = np.tile((np.arange(bins) == bins - 1).astype(np.int64), len(self.expected))
-        return {"count": counts, "last": last}
-
 
 def count_bits(bench):
-    return bench.manifest["ports"]["o"]["payload"]["fields"][0]["shape"]["width"]
+    """The manifest's counter width, checked against the golden model's."""
+    width = bench.manifest["ports"]["o"]["payload"]["fields"][0]["shape"]["width"]
+    p = bench.params
+    golden = counter_width(p["max_len"], p["mode"], p.get("weight_bits") or 4)
+    assert width == golden, f"count is {width} bits wide, the golden counter width is {golden}"
+    return width
 
 
 async def run(bench, reductions, *, max_cycles):
+    """Send the reductions, check every output beat; return the golden expected fields."""
     await bench.start()
-    beats = bench.send("i", reductions.input_fields())
-    expected = reductions.output_fields()
+    inputs = reductions.input_fields()
+    bench.send("i", inputs)
+    expected = bench.expected({"i": inputs})["o"]
     await bench.wait_for("o", len(expected["count"]), max_cycles=max_cycles)
     bench.check("o", expected)
-    return beats
+    return expected
 
 
 @cocotb.test()
@@ -138,8 +134,9 @@ async def directed_reductions(dut):
     # Past the counter's range: 2**count_bits identical entries (+ weight 1) wrap to 0 (+n).
     past = (1 << r.count_bits) + n
     r.add(np.full(past, 1 % (top + 1)), ones(past), np.ones(past, dtype=np.int64) if r.ik else None)
-    assert r.expected[2][top] != 0 or r.ik
-    await run(bench, r, max_cycles=20 * (past + p["max_len"]) + 1000 * (top + 1))
+    expected = await run(bench, r, max_cycles=20 * (past + p["max_len"]) + 1000 * (top + 1))
+    # The third reduction put all its entries in the top bin.
+    assert expected["count"][2 * (top + 1) + top] != 0 or r.ik
 
 
 @cocotb.test()

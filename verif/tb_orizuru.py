@@ -1,5 +1,5 @@
-"""cocotb test bench for ``orizuru`` (and its baseline ``orizuru_scan``) against
-:func:`golden.orizuru.orizuru_beats`.
+"""cocotb test bench for ``orizuru`` (and its baselines ``orizuru_scan``, ``orizuru_sortnet``)
+against their golden adapter :data:`golden.beats.orizuru` (:func:`golden.orizuru.orizuru_beats`).
 
 Tests
 -----
@@ -24,7 +24,7 @@ import os
 import cocotb
 import numpy as np
 
-from golden.orizuru import orizuru_beats
+from golden.orizuru import beat_lanes
 from verif.bench import Bench, record_metrics
 
 POS_ZERO, NEG_ZERO, POS_INF, NEG_INF = 0x0000, 0x8000, 0x7C00, 0xFC00
@@ -56,17 +56,21 @@ def random_vectors(count, n, rng):
 
 
 def _lanes(bench):
-    """Values per input beat (the manifest's ``x`` length)."""
+    """Values per input beat (the manifest's ``x`` length, the golden beat width)."""
     fields = bench.manifest["ports"]["i"]["payload"]["fields"]
-    return next(field for field in fields if field["name"] == "x")["shape"]["length"]
+    lanes = next(field for field in fields if field["name"] == "x")["shape"]["length"]
+    assert lanes == beat_lanes(bench.params["n"]), (
+        f"{lanes} values per beat, SPEC 3's beat width is {beat_lanes(bench.params['n'])}")
+    return lanes
 
 
 async def run(bench, xs):
     k = bench.params["k"]
     await bench.start()
     # A vector of n > 1024 values arrives as n / 1024 beats (lane j of beat b: 1024 b + j).
-    bench.send("i", {"x": xs.reshape(-1, _lanes(bench))})
-    expected = orizuru_beats(xs, k)
+    inputs = {"x": xs.reshape(-1, _lanes(bench))}
+    bench.send("i", inputs)
+    expected = bench.expected({"i": inputs})["o"]
     await bench.wait_for("o", len(xs) * k, max_cycles=40 * len(xs) * (k + 2) + 200)
     bench.check("o", expected)
 

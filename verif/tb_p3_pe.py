@@ -1,4 +1,5 @@
-"""cocotb test bench for ``p3_pe`` against :func:`golden.p3.pe_run`.
+"""cocotb test bench for ``p3_pe`` against its golden adapter :data:`golden.beats.p3_pe`
+(:func:`golden.p3.pe_run`).
 
 Tests
 -----
@@ -26,27 +27,23 @@ import os
 import cocotb
 import numpy as np
 
-from golden.p3 import pe_run
 from verif.bench import Bench, record_metrics
 
 FIELDS = ("act", "wgt", "act_fmt", "wgt_fmt", "sv_sel", "zp", "first", "last")
 
 
-def _expected(beats):
-    return pe_run(*(beats[name] for name in FIELDS))
-
-
 async def _run(bench, beats, *, max_cycles_per_beat=20):
+    """Send ``beats``, check every result; return the expected output fields."""
     await bench.start()
     bench.send("i", beats)
+    expected = bench.expected({"i": beats})["o"]
     count = int(np.sum(beats["last"]))
+    assert len(expected["acc"]) == count, "one result per last beat"
     total = len(beats["act"])
     await bench.wait_for("o", count, max_cycles=max_cycles_per_beat * total + 100)
-    expected = _expected(beats)
-    bench.check("o", {"acc": expected["acc"], "overflow": expected["overflow"],
-                      "nan": expected["nan"]})
+    bench.check("o", expected)
     assert bench.drivers["i"].idle, "beats left unconsumed"
-    return count
+    return expected
 
 
 def single_product_beats():
@@ -122,7 +119,7 @@ def random_dot_products(rng, dots):
 async def exhaustive_single_products(dut):
     bench = Bench(dut)
     beats = single_product_beats()
-    count = await _run(bench, beats, max_cycles_per_beat=2)
+    count = len((await _run(bench, beats, max_cycles_per_beat=2))["acc"])
     span = bench.check_full_rate("o", count)
     record_metrics("exhaustive_single_products", products=count, cycles=span)
 
@@ -132,8 +129,8 @@ async def random_dot_products_backpressure(dut):
     bench = Bench(dut, valid_probability=0.7, ready_probability=0.6, seed_offset=1)
     dots = int(os.environ.get("QLLM_DOTS", 20_000))
     beats = random_dot_products(bench.rng, dots)
-    count = await _run(bench, beats)
-    expected = _expected(beats)
+    expected = await _run(bench, beats)
+    count = len(expected["acc"])
     record_metrics("random_dot_products_backpressure", dot_products=count,
                    beats=len(beats["act"]), overflows=int(np.sum(expected["overflow"])),
                    nans=int(np.sum(expected["nan"])))
@@ -178,8 +175,7 @@ def directed_beats():
 async def directed_overflow_nan_and_continuation(dut):
     bench = Bench(dut, valid_probability=0.8, ready_probability=0.5, seed_offset=2)
     beats = directed_beats()
-    await _run(bench, beats)
-    expected = _expected(beats)
+    expected = await _run(bench, beats)
     assert expected["overflow"].any() and not expected["overflow"].all(), (
         "directed cases lost their point: overflow")
     assert expected["nan"].any(), "directed cases lost their point: nan"

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The UART bridge (fpga/bitstream.py) and the host script (verif/host.py).
+"""The board link (fpga/bridge/): the UART bridge, the host, the board builds.
 
 The host's Python API runs unchanged against a simulated board: :class:`SimulatedPort` is a
 transport (``write``/``read``) whose other end is Amaranth's simulator running
@@ -9,6 +9,10 @@ host itself; mutants (a unit with a stuck bit, one that loses beats, a wrong gol
 show that the check catches them. ``synth`` tests build real bitstreams with the YoWASP tools.
 """
 
+import dataclasses
+import json
+import subprocess
+import sys
 import time
 from collections import deque
 
@@ -18,17 +22,22 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from fpga import bitstream
-from verif import host
-from fpga.bitstream import (
+from fpga.bridge import board, host
+from fpga.bridge.board import unit_bridge
+from fpga.bridge.gateware import UartBridge, layout_of
+from fpga.bridge.host import run_unit
+from fpga.bridge.protocol import (
+    BridgeClient,
     BridgeLayout,
-    UartBridge,
+    Command,
+    Header,
+    HostError,
     bridge_identity,
     divisor_for,
-    unit_bridge,
 )
-from verif.host import GOLDEN, BridgeClient, GoldenModel, HostError, run_unit
-from gen.registry import resolve_params
+from gen.registry import UNITS, resolve_params
+from gen.verilog import unit_manifest, write_manifest
+from verif.bench import golden_model
 from hdl.kllm_concat import KllmConcat
 
 DIVISOR = 4
@@ -171,7 +180,7 @@ def test_host_against_simulated_board(unit, params, count, fifo):
 
 
 def test_host_command_line_with_an_inputs_file(tmp_path, monkeypatch, capsys):
-    """``python -m verif.host --inputs ... --save ...`` with the port replaced by a simulation."""
+    """``python -m fpga host --inputs ... --save ...`` with the port replaced by a simulation."""
     params = {"lanes": 1, "a_bits": 2, "b_bits": 3}
     port = simulated("kllm_concat", params, seed=1)
     monkeypatch.setattr(host, "open_serial", lambda *args: port)
@@ -187,7 +196,7 @@ def test_host_command_line_with_an_inputs_file(tmp_path, monkeypatch, capsys):
 
 
 def test_send_order():
-    layout, _ = host.unit_layout("oaken_dequantizer")
+    layout = BridgeLayout.from_manifest(unit_manifest("oaken_dequantizer"))
     words = {0: [10, 11], 1: [20, 21, 22], 2: [30]}
     assert host._send_order(layout, words) == [(0, 10), (1, 20), (2, 30), (0, 11), (1, 21),
                                                (1, 22)]
@@ -244,7 +253,7 @@ class LossyConcat(StuckBitConcat):
 def mutant_port(mutant_class, params):
     spec, resolved = resolve_params("kllm_concat", None, params)
     mutant = mutant_class(**resolved)
-    identity = bridge_identity(BridgeLayout.from_component(mutant), "kllm_concat", resolved)
+    identity = bridge_identity(layout_of(mutant), "kllm_concat", resolved)
     return SimulatedPort(UartBridge(mutant, DIVISOR, identity=identity), seed=2)
 
 
@@ -275,15 +284,15 @@ def test_host_flags_lost_beats():
 
 def test_host_flags_a_wrong_golden_model():
     params = {"lanes": 2}
-    right = GOLDEN["kllm_concat"]
+    right = golden_model("kllm_concat")
 
     def wrong_expected(p, inputs):
         y = right.expected(p, inputs)["o"]["y"]
         return {"o": {"y": y ^ (y == 0x35)}}       # off by one where y is 0x35
 
-    stimulus = GoldenModel(lambda rng, p, n: {"i": {
+    stimulus = dataclasses.replace(right, stimulus=lambda rng, p, n: {"i": {
         "a": np.vstack([[[3, 3]], rng.integers(0, 16, (n - 1, 2))]),
-        "b": np.vstack([[[5, 5]], rng.integers(0, 16, (n - 1, 2))])}}, wrong_expected)
+        "b": np.vstack([[[5, 5]], rng.integers(0, 16, (n - 1, 2))])}}, expected=wrong_expected)
     result = run_unit(simulated("kllm_concat", params), "kllm_concat", params, count=10,
                       golden=stimulus)
     assert not result.ok
@@ -306,7 +315,7 @@ def test_identify_unknown_command_status_and_reset():
     client.connect(port.bridge.identity)
     assert client.identity == (port.bridge.identity, 32) and client.window == 32
     port.write(bytes([0x55]))                                   # not a command
-    assert port.read(1) == bytes([bitstream.HDR_UNKNOWN])
+    assert port.read(1) == bytes([Header.UNKNOWN])
     assert client.decode_status(client.read_status())["unknown_command"] == 1
     # A beat in, its output out, then reset: the flags are clear again.
     client.send_beats([(0, 0x4321)])
@@ -340,12 +349,12 @@ def test_break_unblocks_a_bridge_whose_unit_never_takes_its_beat():
     assert client.decode_status(client.read_status())["unknown_command"] == 0
     # Without the break, the reset command waits behind the blocked beat and the status.
     client.send_beats([(0, 0x12)])
-    port.write(bytes([bitstream.CMD_RESET]))
+    port.write(bytes([Command.RESET]))
     assert port.read(1) == b""
 
 
 def test_layout_and_status_of_a_unit_with_plain_signals():
-    layout, _ = host.unit_layout("oaken_dequantizer")
+    layout = BridgeLayout.from_manifest(unit_manifest("oaken_dequantizer"))
     assert [s.name for s in layout.inputs] == ["hdr", "dense", "coo"]
     assert [s.name for s in layout.outputs] == ["o"]
     assert layout.signals == (("coo_error", 1),)
@@ -355,6 +364,57 @@ def test_layout_and_status_of_a_unit_with_plain_signals():
     client = BridgeClient(None, layout)
     assert client.decode_status(0x1_05) == {"framing_error": 1, "rx_overrun": 0,
                                             "unknown_command": 1, "coo_error": 1}
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_the_manifest_gives_the_components_frames(unit):
+    """The host reads the frames from the manifest (as written to a file); the bridge from the
+    component: both give the same layout and identity."""
+    spec, params = resolve_params(unit, None, None)
+    component = spec.build(params)
+    from_file = json.loads(json.dumps(unit_manifest(unit)))
+    layout = BridgeLayout.from_manifest(from_file)
+    assert layout == layout_of(component)
+    assert bridge_identity(layout, unit, from_file["params"]) == \
+        bridge_identity(layout_of(component), unit, params)
+
+
+def test_a_member_that_is_neither_stream_nor_signal_is_refused():
+    class Nested(wiring.Component):
+        def __init__(self):
+            super().__init__({"bus": wiring.Out(wiring.Signature({"a": wiring.Out(1)}))})
+
+        def elaborate(self, platform):
+            return Module()
+
+    with pytest.raises(ValueError, match="member 'bus' of Nested is neither a stream nor a "
+                                         "plain signal"):
+        UartBridge(Nested(), DIVISOR)
+
+
+def test_the_protocol_and_host_need_no_hardware_description():
+    """The protocol module imports no Amaranth; the host reads a manifest file."""
+    code = ("import sys, fpga.bridge.protocol; "
+            "print(sorted(m for m in sys.modules if m.startswith(('amaranth', 'hdl.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert out.stdout.strip() == "['hdl.params']"
+
+
+def test_host_command_line_with_a_manifest(tmp_path, monkeypatch, capsys):
+    params = {"lanes": 2, "a_bits": 3}
+    port = simulated("kllm_concat", params, seed=4)
+    write_manifest(tmp_path / "kllm_concat.manifest.json",
+                   unit_manifest("kllm_concat", params))
+    monkeypatch.setattr(host, "open_serial", lambda *args: port)
+    code = host.main(["--port", "sim", "--manifest", str(tmp_path / "kllm_concat.manifest.json"),
+                      "--count", "25"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "received beats: o 25" in out and "every output beat matches" in out
+    assert host.main(["--port", "sim", "--manifest", str(tmp_path / "kllm_concat.manifest.json"),
+                      "--set", "lanes=4"]) == 2
+    assert "--manifest gives the parameters" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- parameters
@@ -383,15 +443,15 @@ def test_divisor_for_baud():
 
 def test_bitstream_command_line_errors(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bitstream.main(["--board", "nexys", "--unit", "kllm_concat"])
+        board.main(["--board", "nexys", "--unit", "kllm_concat"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'nexys'" in capsys.readouterr().err
-    assert bitstream.main(["--board", "icebreaker", "--unit", "nope"]) == 2
+    assert board.main(["--board", "icebreaker", "--unit", "nope"]) == 2
     assert "unknown unit 'nope'" in capsys.readouterr().err
-    assert bitstream.main(["--board", "icebreaker", "--unit", "kllm_concat",
+    assert board.main(["--board", "icebreaker", "--unit", "kllm_concat",
                            "--set", "lanes=0"]) == 2
     assert "lanes must be in range 1..4096, not 0" in capsys.readouterr().err
-    assert bitstream.main(["--board", "icebreaker", "--unit", "kllm_concat",
+    assert board.main(["--board", "icebreaker", "--unit", "kllm_concat",
                            "--baud", "9000000"]) == 2
     assert "baud must be at most 3000000" in capsys.readouterr().err
 
@@ -404,7 +464,7 @@ def test_host_command_line_errors(capsys):
 
 
 def test_does_not_fit_message_quotes_nextpnr(tmp_path):
-    board = bitstream.BOARDS["icebreaker"]
+    icebreaker = board.BOARDS["icebreaker"]
     (tmp_path / "big.json").write_text("{}")
     (tmp_path / "big.tim").write_text(
         "Info: Device utilisation:\n"
@@ -416,7 +476,7 @@ def test_does_not_fit_message_quotes_nextpnr(tmp_path):
     class Completed:
         returncode, stderr = 1, ""
 
-    message = bitstream._failure_message(board, "big", tmp_path, Completed())
+    message = board._failure_message(icebreaker, "big", tmp_path, Completed())
     assert message.startswith("big does not fit the icebreaker board's FPGA (needs "
                               "9596/5280 ICESTORM_LC); nextpnr says:")
     assert "no BELs remaining to implement cell type 'ICESTORM_LC'" in message
@@ -426,7 +486,7 @@ def test_does_not_fit_message_quotes_nextpnr(tmp_path):
         "ERROR: Max frequency for clock 'bridge.clk': 9.91 MHz (FAIL at 12.00 MHz)\n")
     (tmp_path / "big.asc").write_text("")
     (tmp_path / "report.json").write_text("{}")
-    message = bitstream._failure_message(board, "big", tmp_path, Completed())
+    message = board._failure_message(icebreaker, "big", tmp_path, Completed())
     assert message.startswith("big is too slow for the icebreaker board's clock; nextpnr "
                               "says:\n    ERROR: Max frequency for clock 'bridge.clk': 9.91 MHz")
     assert "--timing-allow-fail" in message
@@ -442,7 +502,7 @@ ICE40_SYNC = bytes.fromhex("7eaa997e")
 
 @pytest.mark.synth
 def test_icebreaker_bitstream(tmp_path, capsys):
-    code = bitstream.main(["--board", "icebreaker", "--unit", "accllm_sparse_selector",
+    code = board.main(["--board", "icebreaker", "--unit", "accllm_sparse_selector",
                            "--build-dir", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -456,7 +516,7 @@ def test_icebreaker_bitstream(tmp_path, capsys):
 
 @pytest.mark.synth
 def test_ulx3s_bitstream(tmp_path, capsys):
-    code = bitstream.main(["--board", "ulx3s-25f", "--unit", "accllm_sparse_selector",
+    code = board.main(["--board", "ulx3s-25f", "--unit", "accllm_sparse_selector",
                            "--build-dir", str(tmp_path), "--baud", "1000000"])
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -466,3 +526,16 @@ def test_ulx3s_bitstream(tmp_path, capsys):
     assert len(data) > 10_000 and data.startswith(b"\xff\x00Part: LFE5U-25F")
     assert "baud: 1000000 (divisor 25, actual 1000000, +0.00%)" in out.out
     assert "TRELLIS_COMB " in out.out and "DP16KD 1/" in out.out
+
+
+def test_host_checks_a_unit_whose_streams_must_agree():
+    """The Oaken dequantizer's three input streams, sent one beat at a time in the order its
+    golden adapter gives (header, COO beats, dense beats of each chunk), decode on the board to
+    the golden values; its plain ``coo_error`` output is read with the status frame."""
+    params = {"lanes": 4, "vec_len": 16}
+    result = run_unit(simulated("oaken_dequantizer", params, seed=6), "oaken_dequantizer",
+                      params, count=6, seed=2)
+    assert result.ok, result.report()
+    assert result.sent["hdr"] == 6 and result.sent["dense"] == 6 * 16 // 4
+    assert len(result.outputs["o"]["x"]) == 6 * 16 // 4
+    assert result.status["coo_error"] == 0
