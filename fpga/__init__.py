@@ -10,9 +10,9 @@ registered timing wrapper), `fpga.fmax` (a place-and-route run), `fpga.cache` (r
 by Verilog and flow), `fpga.jobs` (the job runner: local process pool or dask, one progress
 bar, one failure shape `fpga.jobs.Failure`); the studies above them describe rows and render
 (`area`, `fmax`, `report` + `report_render`, `sweep` + `sweep_report`, `accllm_table` +
-`accllm_report`, `paper_area`), all run by `python -m fpga <command>`. The board link is the
-package `fpga.bridge` (protocol, gateware, board builds, host; ``python -m fpga bitstream`` and
-``python -m fpga host``).
+`accllm_report`, `paper_area`, `kllm_counter_split`), all run by `python -m fpga <command>`.
+The board link is the package `fpga.bridge` (protocol, gateware, board builds, host;
+``python -m fpga bitstream`` and ``python -m fpga host``).
 """
 
 from fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version

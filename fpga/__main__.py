@@ -1,5 +1,5 @@
 """One command line for the studies and the board link: ``python -m fpga {area,fmax,report,
-sweep,accllm,paper-area,bitstream,host} ...``.
+sweep,accllm,paper-area,counter-split,bitstream,host} ...``.
 
 ``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
 own command lines (``python -m fpga <command> --help``), which ``python -m fpga.<module>``
@@ -39,6 +39,7 @@ COMMANDS = {
     "sweep": ("fpga.sweep", "area (and Fmax) against one parameter of a unit"),
     "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
     "paper-area": ("fpga.paper_area", "KLLM Table I's area ratios next to ours"),
+    "counter-split": ("fpga.kllm_counter_split", "the KLLM counter's area split by block"),
     "bitstream": ("fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
     "host": ("fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
 }

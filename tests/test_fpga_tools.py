@@ -41,8 +41,8 @@ def test_one_command_line_runs_every_study(tmp_path, capsys):
     """``python -m fpga <command>`` hands the arguments to the study's own command line."""
     from fpga.__main__ import COMMANDS, main
 
-    assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "bitstream",
-                             "host"}
+    assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "counter-split",
+                             "bitstream", "host"}
     assert main(["sweep", "--unit", "nope", "--param", "n"]) == 2
     assert "fpga.sweep: unknown unit 'nope'" in capsys.readouterr().err
     assert main(["report", "--unit", "nope", "--build-dir", str(tmp_path)]) == 2
