@@ -23,7 +23,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
-.PHONY: all venv verilog benches sim bench elaboration oaken-report p3-report accllm-report area \
+.PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
         synth fmax report paper sweep bitstream results lint test clean distclean
 
 $(STAMP): pyproject.toml
@@ -49,6 +49,11 @@ sim: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m verif bench $(if $(UNIT),--unit $(UNIT))
+
+# SymbiYosys proofs (yowasp-sby + Yices, pip only): the stream hold rule on every output of
+# every unit at its defaults and pipeline=0; table in build/formal/summary.md.
+formal: $(STAMP)
+	$(PY) -m verif formal $(if $(UNIT),--unit $(UNIT))
 
 # Seconds to elaborate every unit's default, paper and largest legal configurations, one fresh
 # process each (make elaboration [UNIT=orizuru]).

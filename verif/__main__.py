@@ -70,6 +70,15 @@ def _bench(args):
     return 0
 
 
+def _formal(args):
+    from .formal import main as prove
+    unknown = sorted(set(args.unit or []) - set(UNITS))
+    if unknown:
+        print(f"unknown unit(s) {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    return prove(args.unit, depth=args.depth)
+
+
 def lint_file(source, top):
     """Run ``verilator --lint-only -Wall`` with the project's waivers; return the warnings.
 
@@ -119,8 +128,11 @@ def main(argv=None):
     lint.add_argument("--dir", default="build/verilog")
     bench = sub.add_parser("bench", help="print throughput measured in simulation")
     bench.add_argument("--unit", action="append", help="only these units")
+    formal = sub.add_parser("formal", help="SymbiYosys proofs of the stream rules")
+    formal.add_argument("--unit", action="append", help="only these units")
+    formal.add_argument("--depth", type=int, default=8, help="k-induction depth (default 8)")
     args = parser.parse_args(argv)
-    return {"sim": _sim, "lint": _lint, "bench": _bench}[args.command](args)
+    return {"sim": _sim, "lint": _lint, "bench": _bench, "formal": _formal}[args.command](args)
 
 
 if __name__ == "__main__":
