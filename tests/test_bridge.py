@@ -18,7 +18,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
@@ -37,8 +37,9 @@ from fpga.bridge.protocol import (
 )
 from gen.registry import UNITS, resolve_params
 from gen.verilog import unit_manifest, write_manifest
-from verif.bench import golden_model
 from hdl.kllm_concat import KllmConcat
+from tests.concat_mutants import LossyConcat, StuckBitConcat
+from verif.bench import golden_model
 
 DIVISOR = 4
 BREAK = object()
@@ -210,44 +211,6 @@ def test_send_order():
 
 
 # --------------------------------------------------------------------------- mutants
-
-
-class StuckBitConcat(wiring.Component):
-    """Mutant: KllmConcat with bit 0 of lane 0 stuck at 1."""
-
-    def __init__(self, **params):
-        self.inner = KllmConcat(**params)
-        super().__init__(self.inner.signature)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.inner = inner = self.inner
-        wiring.connect(m, wiring.flipped(self.i), inner.i)
-        m.d.comb += [
-            self.o.valid.eq(inner.o.valid),
-            inner.o.ready.eq(self.o.ready),
-            self.o.payload.eq(inner.o.payload.as_value() | 1),
-        ]
-        return m
-
-
-class LossyConcat(StuckBitConcat):
-    """Mutant: KllmConcat that silently drops every fifth output beat."""
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.inner = inner = self.inner
-        count = Signal(range(5))
-        drop = count == 4
-        wiring.connect(m, wiring.flipped(self.i), inner.i)
-        m.d.comb += [
-            self.o.valid.eq(inner.o.valid & ~drop),
-            inner.o.ready.eq(self.o.ready | drop),
-            self.o.payload.eq(inner.o.payload),
-        ]
-        with m.If(inner.o.valid & inner.o.ready):
-            m.d.sync += count.eq(Mux(drop, 0, count + 1))
-        return m
 
 
 def mutant_port(mutant_class, params):

@@ -5,7 +5,7 @@ with a counterexample trace written beside the proof."""
 
 from gen.registry import resolve_params
 from hdl.kllm_concat import KllmConcat
-from tests.test_amaranth_sim import WithdrawingConcat
+from tests.concat_mutants import WithdrawingConcat
 from verif.formal import prove_stream_hold
 
 

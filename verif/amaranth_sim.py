@@ -17,9 +17,9 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from gen.verilog import port_description
-from verif.payload import PayloadCodec, flatten_fields
+from verif.payload import PayloadCodec
 
-__all__ = ["SimResult", "compare_beats", "simulate_streams"]
+__all__ = ["SimResult", "simulate_streams"]
 
 #: Simulated clock period (s); the value only scales the simulator's time axis.
 PERIOD = 1e-6
@@ -118,29 +118,3 @@ def simulate_streams(dut, inputs: dict, *, rng: np.random.Generator,
     sim.run()
     outputs = {name: codecs[name].unpack_batch(values) for name, values in received.items()}
     return SimResult(outputs, state["cycles"], problems)
-
-
-def compare_beats(model, got: dict, expected: dict) -> list[str]:
-    """Mismatches between output beats ``got`` and ``expected`` (``{port: fields}``), field by
-    field with the adapter's comparison (:meth:`golden.beats.BeatModel.same`); beat counts
-    first."""
-    problems = []
-    for port, want_fields in expected.items():
-        want, have = flatten_fields(want_fields), flatten_fields(got.get(port, {}))
-        want_beats = len(next(iter(want.values()))) if want else 0
-        got_beats = len(next(iter(have.values()))) if have else 0
-        if got_beats != want_beats:
-            problems.append(f"{port}: {got_beats} beats, {want_beats} expected")
-        beats = min(got_beats, want_beats)
-        for name, values in want.items():
-            if name not in have:
-                problems.append(f"{port}.{name}: field missing")
-                continue
-            same = model.same(name.split(".")[-1], np.asarray(have[name])[:beats],
-                              np.asarray(values)[:beats])
-            bad = np.flatnonzero(~same.reshape(beats, -1).all(axis=1)) if beats else []
-            if len(bad):
-                problems.append(f"{port}.{name}: {len(bad)} beats differ, first at beat "
-                                f"{bad[0]}: got {np.asarray(have[name])[bad[0]].tolist()}, "
-                                f"expected {np.asarray(values)[bad[0]].tolist()}")
-    return problems

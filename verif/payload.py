@@ -9,7 +9,7 @@ one axis per level, outer first.
 
 import numpy as np
 
-__all__ = ["PayloadCodec", "flatten_fields", "nest_fields"]
+__all__ = ["PayloadCodec", "compare_outputs", "flatten_fields", "nest_fields"]
 
 
 class PayloadCodec:
@@ -166,3 +166,41 @@ def nest_fields(flat):
             node = node.setdefault(name, {})
         node[leaf] = value
     return fields
+
+
+def compare_outputs(got: dict, expected: dict, equal: dict | None = None) -> list[str]:
+    """Compare output beats ``got`` with ``expected`` (``{port: fields}``) beat by beat; return
+    one line per mismatching beat and field (beat counts first). ``equal`` maps a field's leaf
+    name to ``(got, want) -> bool array`` for fields not compared bit for bit (a golden
+    adapter's ``equal``). Used by the board host and the Amaranth-simulator harness."""
+    equal = equal or {}
+    problems = []
+    for port, want_fields in expected.items():
+        got_fields = flatten_fields(got.get(port, {}))
+        want_fields = flatten_fields(want_fields)
+        want_beats = len(next(iter(want_fields.values()))) if want_fields else 0
+        got_beats = len(next(iter(got_fields.values()))) if got_fields else 0
+        if got_beats != want_beats:
+            problems.append(f"{port}: {got_beats} beats received, {want_beats} expected")
+        beats = min(got_beats, want_beats)
+        for name, want in want_fields.items():
+            have = got_fields.get(name)
+            if have is None:
+                problems.append(f"{port}.{name}: field missing")
+                continue
+            have, want = np.asarray(have)[:beats], np.asarray(want)[:beats]
+            leaf = name.split(".")[-1]
+            if leaf in equal:
+                same = np.asarray(equal[leaf](have, want), bool)
+            else:
+                same = have == want
+            same = same.reshape(beats, -1).all(axis=1) if beats else same
+            for beat in np.flatnonzero(~same):
+                problems.append(f"{port}.{name} beat {beat}: got {_show(have[beat])}, "
+                                f"expected {_show(want[beat])}")
+    return problems
+
+
+def _show(value):
+    value = np.asarray(value)
+    return str(value.tolist()) if value.ndim else str(value.item())

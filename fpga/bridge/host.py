@@ -48,7 +48,7 @@ from fpga.bridge.protocol import BridgeClient, BridgeLayout, HostError, Transpor
 from gen.registry import UNITS, parse_assignment
 from gen.verilog import unit_manifest
 from verif.bench import golden_model
-from verif.payload import PayloadCodec, flatten_fields, nest_fields
+from verif.payload import PayloadCodec, compare_outputs, flatten_fields, nest_fields
 
 __all__ = [
     "HostResult",
@@ -87,41 +87,6 @@ def _uniform_stimulus(rng, layout, count):
 
 
 # --------------------------------------------------------------------------- checking
-
-
-def compare_outputs(got: dict, expected: dict, equal: dict | None = None) -> list[str]:
-    """Compare output fields beat by beat; return one line per mismatch (beat counts first)."""
-    equal = equal or {}
-    problems = []
-    for port, want_fields in expected.items():
-        got_fields = flatten_fields(got.get(port, {}))
-        want_fields = flatten_fields(want_fields)
-        want_beats = len(next(iter(want_fields.values()))) if want_fields else 0
-        got_beats = len(next(iter(got_fields.values()))) if got_fields else 0
-        if got_beats != want_beats:
-            problems.append(f"{port}: {got_beats} beats received, {want_beats} expected")
-        beats = min(got_beats, want_beats)
-        for name, want in want_fields.items():
-            have = got_fields.get(name)
-            if have is None:
-                problems.append(f"{port}.{name}: field missing")
-                continue
-            have, want = np.asarray(have)[:beats], np.asarray(want)[:beats]
-            leaf = name.split(".")[-1]
-            if leaf in equal:
-                same = np.asarray(equal[leaf](have, want), bool)
-            else:
-                same = have == want
-            same = same.reshape(beats, -1).all(axis=1) if beats else same
-            for beat in np.flatnonzero(~same):
-                problems.append(f"{port}.{name} beat {beat}: got {_show(have[beat])}, "
-                                f"expected {_show(want[beat])}")
-    return problems
-
-
-def _show(value):
-    value = np.asarray(value)
-    return str(value.tolist()) if value.ndim else str(value.item())
 
 
 @dataclass
