@@ -50,8 +50,9 @@ sim: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m verif bench $(if $(UNIT),--unit $(UNIT))
 
-# SymbiYosys proofs (yowasp-sby + Yices, pip only): the stream hold rule on every output of
-# every unit at its defaults and pipeline=0; table in build/formal/summary.md.
+# Proofs, pip only (Yosys's linked ABC for PDR, yowasp-sby + the Yices wheel for k-induction):
+# stream rules of every unit, arithmetic equivalences, Orizuru invariants (verif/formal/);
+# table in build/formal/summary.md.
 formal: $(STAMP)
 	$(PY) -m verif formal $(if $(UNIT),--unit $(UNIT))
 

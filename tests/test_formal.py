@@ -1,23 +1,53 @@
 # amaranth: UnusedElaboratable=no
-"""The quick proofs of ``make formal`` (verif/formal.py, SymbiYosys from PyPI): the stream hold
-rule holds on a unit, and the proof bites: a unit that withdraws a waiting output beat fails
-with a counterexample trace written beside the proof."""
+"""The quick proofs of ``make formal`` (verif/formal/, pip only) on the concat unit: the stream
+hold rule and the three counting properties are proved, and each proof bites: one bug seeded in
+the unit's netlist (``edit_site`` on the proof's RTLIL) per property fails it with a
+counterexample trace written beside the proof."""
+
+import pytest
 
 from gen.registry import resolve_params
-from hdl.kllm_concat import KllmConcat
-from tests.concat_mutants import WithdrawingConcat
-from verif.formal import prove_stream_hold
+from verif.formal import Proof
+from verif.formal.counting import PROPERTIES as COUNTING
+from verif.formal.counting import StreamCountHarness
+from verif.formal.stream import StreamHoldHarness
+from verif.runner import edit_site
+
+PARAMS = resolve_params("kllm_concat", None, {"lanes": 2})[1]
+
+# Sites in the concat unit's netlist: its stage's clock enable is ``~o.valid | o.ready``, and
+# the next ``o.valid`` is ``i.valid`` when enabled.
+ALWAYS_ENABLED = (r"connect \\B \\o__ready \[0\]\n(\s*)connect \\Y \\concat_ce",
+                  r"connect \\B 1'1\n\1connect \\Y \\concat_ce")
+VALID_FROM_NOTHING = (r"assign \$2 \[0\] \\i__valid \[0\]", r"assign $2 [0] 1'1")
+VALID_NEVER = (r"assign \$2 \[0\] \\i__valid \[0\]", r"assign $2 [0] 1'0")
+
+SEEDED = {  # property -> the bug that must fail it
+    "stream hold": ALWAYS_ENABLED,               # overwrites a waiting beat
+    "nothing from nothing": VALID_FROM_NOTHING,  # offers a beat no input gave
+    "bounded in flight": ALWAYS_ENABLED,         # keeps taking inputs while the output waits
+    "drains": VALID_NEVER,                       # takes inputs and never answers
+}
 
 
-def test_the_hold_rule_is_proved_on_the_concat_unit(tmp_path):
-    params = resolve_params("kllm_concat", None, {"lanes": 2, "pipeline": 0})[1]
-    result = prove_stream_hold(KllmConcat(**params), "concat", build_dir=tmp_path)
-    assert result.status == "PASS", (result.folder / "hold" / "logfile.txt").read_text()[-2000:]
+def proof(prop):
+    if prop == "stream hold":
+        return Proof("kllm_concat", "lanes=2", prop, StreamHoldHarness, PARAMS)
+    return Proof("kllm_concat", "lanes=2", prop,
+                 lambda dut: StreamCountHarness(dut, "kllm_concat", PARAMS, prop), PARAMS)
+
+
+@pytest.mark.parametrize("prop", ["stream hold", *COUNTING])
+def test_proved_on_the_concat_unit(prop, tmp_path):
+    result = proof(prop).run(tmp_path)
+    assert result.status == "PASS", result
     assert result.traces == []
 
 
-def test_a_withdrawn_beat_fails_with_a_trace(tmp_path):
-    params = resolve_params("kllm_concat", None, {"lanes": 2})[1]
-    result = prove_stream_hold(WithdrawingConcat(**params), "withdrawing", build_dir=tmp_path)
-    assert result.status == "FAIL"
+@pytest.mark.parametrize("prop", ["stream hold", *COUNTING])
+def test_a_seeded_bug_fails_with_a_trace(prop, tmp_path):
+    pattern, replacement = SEEDED[prop]
+    result = proof(prop).run(tmp_path, mutation=lambda text: edit_site(text, pattern,
+                                                                       replacement))
+    assert result.status == "FAIL", result
     assert result.traces and all(trace.stat().st_size > 0 for trace in result.traces)

@@ -195,12 +195,3 @@ def test_waves_on_request_only():
     assert dump.is_file() and dump.stat().st_size > 0
     # The request does not leak into later runs of this process (pytest-xdist workers).
     assert os.environ.get("WAVES") == before
-
-
-@pytest.mark.sim
-@pytest.mark.skipif(__import__("shutil").which("iverilog") is None,
-                    reason="Icarus Verilog (optional second simulator) is not installed")
-def test_bench_on_icarus():
-    metrics = run_testbench("kllm_concat", {"lanes": 4}, sim="icarus",
-                            extra_env={"QLLM_BEATS": 2_000})
-    assert metrics["tests"] == 2

@@ -71,12 +71,12 @@ def _bench(args):
 
 
 def _formal(args):
-    from .formal import main as prove
+    from .formal.cases import main as prove
     unknown = sorted(set(args.unit or []) - set(UNITS))
     if unknown:
         print(f"unknown unit(s) {', '.join(unknown)}", file=sys.stderr)
         return 2
-    return prove(args.unit, depth=args.depth)
+    return prove(args.unit, select=args.property, jobs=args.jobs)
 
 
 def lint_file(source, top):
@@ -128,9 +128,10 @@ def main(argv=None):
     lint.add_argument("--dir", default="build/verilog")
     bench = sub.add_parser("bench", help="print throughput measured in simulation")
     bench.add_argument("--unit", action="append", help="only these units")
-    formal = sub.add_parser("formal", help="SymbiYosys proofs of the stream rules")
+    formal = sub.add_parser("formal", help="proofs: stream rules, arithmetic, Orizuru")
     formal.add_argument("--unit", action="append", help="only these units")
-    formal.add_argument("--depth", type=int, default=8, help="k-induction depth (default 8)")
+    formal.add_argument("--property", help="only properties whose name contains this")
+    formal.add_argument("--jobs", type=int, help="proofs at a time (default: one per core)")
     args = parser.parse_args(argv)
     return {"sim": _sim, "lint": _lint, "bench": _bench, "formal": _formal}[args.command](args)
 

