@@ -24,6 +24,7 @@ after a ``pdr`` FAIL a bounded check as deep as ABC's counterexample writes it
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,13 +78,40 @@ def _env():
     return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
+def _descendants(pid):
+    """The processes below ``pid`` (Linux ``/proc``; none elsewhere)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
 def _run(argv, folder, timeout):
-    try:
-        subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True,
-                       check=False, timeout=timeout)
-        return True
-    except subprocess.TimeoutExpired:
-        return False
+    """Run ``argv`` in ``folder``; False if it ran past ``timeout`` seconds. At the timeout the
+    tool and every process below it are killed: SymbiYosys's solvers are its grandchildren, in
+    process groups of their own, and killing the child alone leaves them running."""
+    with subprocess.Popen(argv, cwd=folder, env=_env(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True) as process:
+        try:
+            process.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            for pid in [process.pid, *_descendants(process.pid)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            process.wait()
+            return False
 
 
 def _reads(models):
