@@ -20,12 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.hdl import Assert, Assume, Module, Signal, Value
-from amaranth.lib import wiring
 from amaranth.utils import ceil_log2
 
-from gen.verilog import port_description
-
-from .stream import assume_input_hold, stream_free_ports
+from .stream import UnitHarness, assume_input_hold
 
 __all__ = ["Account", "ACCOUNTS", "PROPERTIES", "StreamCountHarness"]
 
@@ -121,23 +118,17 @@ ACCOUNTS = _units()
 PROPERTIES = ("nothing from nothing", "bounded in flight", "drains")
 
 
-class StreamCountHarness(wiring.Component):
+class StreamCountHarness(UnitHarness):
     """``dut`` with the stream rules assumed on its inputs and one counting property
     (``prop``, one of :data:`PROPERTIES`) asserted on ``o``."""
 
     def __init__(self, dut, unit, params, prop):
         if prop not in PROPERTIES:
             raise ValueError(f"prop must be one of {PROPERTIES}, not {prop!r}")
-        self.dut = dut
         self.params = params
         self.prop = prop
         self.account = ACCOUNTS[unit](params)
-        self.ports = port_description(dut)
-        super().__init__({})
-
-    @property
-    def free_ports(self):
-        return stream_free_ports(self.dut, self.ports)
+        super().__init__(dut)
 
     def elaborate(self, platform):
         m = Module()

@@ -14,7 +14,7 @@ from amaranth.lib import wiring
 
 from gen.verilog import port_description
 
-__all__ = ["StreamHoldHarness", "stream_free_ports", "assume_input_hold"]
+__all__ = ["UnitHarness", "StreamHoldHarness", "stream_free_ports", "assume_input_hold"]
 
 
 def stream_free_ports(dut, ports):
@@ -55,8 +55,9 @@ def assume_input_hold(m, dut, ports):
     return started
 
 
-class StreamHoldHarness(wiring.Component):
-    """``dut`` with the stream rules assumed on its inputs and asserted on its outputs."""
+class UnitHarness(wiring.Component):
+    """The base of every proof harness: the unit ``dut``, its stream ports (``ports``, from
+    its manifest description) and the free inputs of the proof (:func:`stream_free_ports`)."""
 
     def __init__(self, dut):
         self.dut = dut
@@ -66,6 +67,10 @@ class StreamHoldHarness(wiring.Component):
     @property
     def free_ports(self):
         return stream_free_ports(self.dut, self.ports)
+
+
+class StreamHoldHarness(UnitHarness):
+    """``dut`` with the stream rules assumed on its inputs and asserted on its outputs."""
 
     def elaborate(self, platform):
         m = Module()

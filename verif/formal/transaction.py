@@ -29,11 +29,8 @@ beats, any environment. How the unit behaves under longer stalls is the stream p
 from __future__ import annotations
 
 from amaranth.hdl import Assert, Assume, Module, Mux, Signal
-from amaranth.lib import wiring
 
-from gen.verilog import port_description
-
-from .stream import assume_input_hold, stream_free_ports
+from .stream import UnitHarness, assume_input_hold
 
 __all__ = ["PATIENCE", "TransactionHarness"]
 
@@ -41,7 +38,7 @@ __all__ = ["PATIENCE", "TransactionHarness"]
 PATIENCE = 1
 
 
-class TransactionHarness(wiring.Component):
+class TransactionHarness(UnitHarness):
     """Checks every output beat of ``dut`` against the input beat it answers."""
 
     #: Output beats per input beat (Orizuru: k).
@@ -53,11 +50,9 @@ class TransactionHarness(wiring.Component):
         if dut.latency < 1:
             raise ValueError(f"latency must be at least 1 (a registered output), not "
                              f"{dut.latency}")
-        self.dut = dut
-        self.ports = port_description(dut)
         self.framed = framed
         self.in_flight = 1 if framed else in_flight
-        super().__init__({})
+        super().__init__(dut)
 
     def induction_depth(self, slack=0):
         """The k-induction depth: the longest life of a framed beat (an idle input, the
@@ -68,10 +63,6 @@ class TransactionHarness(wiring.Component):
         cycles = getattr(self.dut, "cycles_per_vector", self.beats_per_input)
         return (self.dut.latency + cycles - 1 + (self.beats_per_input + 1) * PATIENCE
                 + slack)
-
-    @property
-    def free_ports(self):
-        return stream_free_ports(self.dut, self.ports)
 
     def assume_input(self, m, payload):
         """Restrict the input beats offered (``payload``: a view of ``dut.i.payload``)."""
