@@ -194,6 +194,37 @@ UNITS = {
             summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
         ),
         UnitSpec(
+            name="kllm_column",
+            factory="hdl.kllm_column:KllmColumn",
+            defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
+                      "weight_bits": None, "max_len": 4096, "pipeline": 3},
+            configs={
+                # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
+                # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).
+                "kllm-a4": {"a_bits": 4, "b_bits": 4, "mode": "kk"},
+                # W4A3 (KLLM-A3).
+                "kllm-a3": {"a_bits": 3, "b_bits": 4, "mode": "kk"},
+                # W3A3: 64 bins, the configuration that fits the ECP5 25F for Fmax.
+                "kllm-w3a3": {"a_bits": 3, "b_bits": 3, "mode": "kk"},
+                # Integer x K-Means (attention scores x V, Fig. 3(b)): 4-bit activation
+                # indices, 4-bit integer weights.
+                "kllm-ik-a4": {"a_bits": 4, "mode": "ik", "weight_bits": 4},
+            },
+            testbench="verif.tb_kllm_column",
+            golden="golden.beats:kllm_column",
+            doc="docs/units/kllm_column.md",
+            # The 256-bin column holds the 256-bin counter (about 30,000 LUT4s, beyond the
+            # ECP5 25F; see kllm_idx_counter): area only. The 64-bin W3A3 column and the
+            # 16-bin Integer x K-Means column are placed.
+            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3"),
+                    ReportConfig("kllm-ik-a4")),
+            summary="KLLM index-based MatMul column: Concat, counter, FP32 codebook weighted sum",
+            result="MAC",
+            rate=lambda p: p["n_inputs"],
+            baseline="fp16_mac",
+            ops_per_cycle=None,
+        ),
+        UnitSpec(
             name="orizuru",
             factory="hdl.orizuru:Orizuru",
             # structure None: "tree" up to n = 1024, "units" (16-input units) above; pipeline

@@ -495,3 +495,93 @@ indices, equal or in either order, are selected as they are)."""
 MODELS = {model.name: model for model in (
     kllm_concat, kllm_idx_counter, orizuru, oaken_decomposer, oaken_dequantizer, p3_pe,
     fp16_mac, accllm_mul, accllm_sparse_selector)}
+
+
+# --------------------------------------------------------------------------- kllm_column
+
+from .kllm import column_outputs, load_codebook  # noqa: E402  (appended section)
+
+#: Beats of the all-masked reduction that opens the ``kllm_column`` stimulus (see below).
+_COLUMN_GUARD_BEATS = 16
+
+#: binary16 specials a ``kllm_column`` stimulus codebook may hold one of: +-0, +-inf, a NaN, the
+#: smallest subnormal, 65504.
+_COLUMN_SPECIALS = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x0001, 0x7BFF])
+
+
+def _column_entries(p):
+    """Codebook entries: 2**(a_bits + b_bits) in kk mode, 2**a_bits in ik mode."""
+    return 1 << (p["a_bits"] + (p["b_bits"] if p["mode"] == "kk" else 0))
+
+
+def _column_weight_bits(p):
+    return p.get("weight_bits") or 4
+
+
+def _column_stimulus(rng, p, count):
+    n, ik, entries = p["n_inputs"], p["mode"] == "ik", _column_entries(p)
+    # One codebook load: binary16 values of both signs over a few binades, and in one load of
+    # two a single special entry (an infinity or NaN makes every result that counts it so).
+    values = rng.standard_normal(entries) * np.exp2(rng.integers(-6, 3, entries))
+    value = values.astype(np.float16).view(np.uint16).astype(np.int64)
+    if rng.random() < 0.5:
+        value[rng.integers(entries)] = rng.choice(_COLUMN_SPECIALS)
+    last = np.zeros(entries, np.int64)
+    last[-1] = 1
+    # Reduction 0 is all masked (y = +0.0 whatever the codebook) and 16 beats long: a harness
+    # that drives cb and i independently (verif.amaranth_sim) offers the load long before it
+    # ends, so every later reduction sees the loaded codebook when the unit takes a waiting
+    # load at the first reduction boundary. Then `count - 1` reductions of 1 to 4 beats, half
+    # unmasked, half with random masks, at most max_len lanes counted (no overflow).
+    beats = np.concatenate(([_COLUMN_GUARD_BEATS], rng.integers(1, 5, max(count - 1, 0))))
+    total = int(beats.sum())
+    first = np.repeat(np.cumsum(beats) - beats, beats)           # each beat's reduction start
+    lane = (np.arange(total) - first)[:, None] * n + np.arange(n)   # lane within reduction
+    dense = np.repeat(rng.random(beats.size) < 0.5, beats)[:, None]
+    lanes = (dense | (rng.random((total, n)) < 0.5)) & (lane < p["max_len"])
+    lanes[:_COLUMN_GUARD_BEATS] = False
+    reduction_last = np.zeros(total, np.int64)
+    reduction_last[np.cumsum(beats) - 1] = 1
+    fields = {"a": rng.integers(0, 1 << p["a_bits"], (total, n))}
+    if ik:
+        half = 1 << (_column_weight_bits(p) - 1)
+        fields["weight"] = rng.integers(-half, half, (total, n))
+    else:
+        fields["b"] = rng.integers(0, 1 << p["b_bits"], (total, n))
+    fields["mask"] = _pack_bits(lanes)
+    fields["last"] = reduction_last
+    return {"cb": {"value": value, "last": last}, "i": fields}
+
+
+def _column_expected(p, inputs):
+    n, ik = p["n_inputs"], p["mode"] == "ik"
+    cb, i = inputs["cb"], inputs["i"]
+    codebook, _ = load_codebook(np.zeros(_column_entries(p), np.int64),
+                                np.asarray(cb["value"], np.int64), np.asarray(cb["last"]))
+    a = np.asarray(i["a"], np.int64).reshape(-1, n)
+    b = np.asarray(i["weight" if ik else "b"], np.int64).reshape(-1, n)
+    out = column_outputs(a, b, _unpack_bits(i["mask"], n), np.asarray(i["last"]), codebook,
+                         p["a_bits"], p.get("b_bits"), p["mode"], _column_weight_bits(p),
+                         p["max_len"])
+    return {"o": {"y": out.y, "overflow": out.overflow.astype(np.int64)}}
+
+
+def _column_order(p, inputs):
+    """Every ``cb`` beat, then every ``i`` beat: the whole load before the reductions."""
+    loads = len(np.asarray(inputs["cb"]["value"]))
+    return np.array(["cb"] * loads + ["i"] * len(np.asarray(inputs["i"]["last"])), dtype=str)
+
+
+kllm_column = BeatModel("kllm_column", _column_stimulus, _column_expected, order=_column_order)
+"""SPEC 7: one ``o`` beat per reduction, ``y`` (binary16, every NaN 0x7E00) and ``overflow``
+(:func:`golden.kllm.column_outputs`). Every ``cb`` beat is applied
+(:func:`golden.kllm.load_codebook`, from the all +0.0 codebook of reset) before the first
+reduction: the order the adapter's ``order`` gives and the unit's rule (a load is taken between
+reductions, and ``i`` waits while a load is partly taken). The stimulus is one load and
+``count`` reductions (the first all masked, see :func:`_column_stimulus`) and never overflows;
+where ``overflow`` is set the unit's ``y`` is unspecified and the adapter's ``y`` (the weighted
+sum of the exact counts) must not be compared. The bench (``verif/tb_kllm_column.py``) drives
+reloads, overflows and long reductions itself."""
+
+MODELS[kllm_column.name] = kllm_column
+__all__.append("kllm_column")

@@ -83,6 +83,12 @@ class KllmIdxCounter(wiring.Component):
         Longest reduction (counted indices) that must not overflow, >= 1 (default 4096). The
         counter width is derived from it (:func:`counter_bits`); more than
         ``MAX_COUNT_BITS`` bits is refused.
+    overflow : bool
+        Also report, per bin, whether its running count left the counter's range during the
+        reduction (default False: the SPEC section 2 interface). True adds a sticky flag
+        above every bin's count in the accumulators and the readout bank (``2**idx_bits``
+        flip-flops each; the flag's logic is beside the accumulator adder, off its carry
+        chain) and the field ``overflow`` after ``last`` on ``o``. ``kllm_column`` uses it.
     banks : int
         Histogram banks, 1..2 (default 2). 2: the accumulators load a readout bank on a
         ``last`` beat and the next reduction accumulates while the bank is read out. 1: no
@@ -108,7 +114,10 @@ class KllmIdxCounter(wiring.Component):
           tree). Latency 5.
         * 3: the input register holds the predecoded index (one-hot lines of each 4-bit chunk,
           the mask ANDed in) instead of the raw index: one LUT before the input register, the
-          decode off the bit-counter path. Latency 5, as for 2.
+          decode off the bit-counter path. Latency 5, as for 2. In ``ik`` the equal-index
+          flags of each group's lane pairs are also compared in front of the input register,
+          and the carried weights (the merge's adders) get a register stage of their own
+          (latency 6).
 
         Every front stage loads at one clock enable (:class:`~hdl.stream_stage.StallPipeline`),
         which holds only while a `last` beat waits for the readout bank (with ``banks=1``:
@@ -140,7 +149,7 @@ class KllmIdxCounter(wiring.Component):
     latency : int
         Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its histogram
         being valid on ``o``, with ``o.ready`` high and the readout bank free: 2, 4, 5, 5 for
-        ``pipeline`` 0..3.
+        ``pipeline`` 0..3 (6 at 3 in ``ik``).
 
     Latency and throughput (``banks=2``): one beat (``n_inputs`` indices) per cycle at every
     depth. With ``banks=1`` a reduction of B beats occupies the input for about
@@ -164,7 +173,7 @@ class KllmIdxCounter(wiring.Component):
     keep_blocks = False
 
     def __init__(self, *, n_inputs=16, idx_bits=8, mode="kk", weight_bits=None, max_len=4096,
-                 banks=2, pipeline=DEFAULT_PIPELINE):
+                 banks=2, overflow=False, pipeline=DEFAULT_PIPELINE):
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
         self.idx_bits = check_int("idx_bits", idx_bits, min_value=1, max_value=10)
         self.mode = check_choice("mode", mode, ("kk", "ik"))
@@ -183,10 +192,19 @@ class KllmIdxCounter(wiring.Component):
                 f"max_len={self.max_len} needs a {self.count_bits}-bit counter in mode "
                 f"{self.mode!r}, more than the {MAX_COUNT_BITS} bits of the count field")
         self.bins = 1 << self.idx_bits
+        if not isinstance(overflow, bool):
+            raise TypeError(f"overflow must be a bool, not {overflow!r}")
+        self.overflow = overflow
+        #: Bits per bin in the accumulators and the readout bank: the count, and with
+        #: ``overflow`` its sticky flag above it.
+        self.slot_bits = self.count_bits + int(overflow)
         self.banks = check_int("banks", banks, min_value=1, max_value=2)
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         self.cuts = PIPELINE_CUTS[self.pipeline]
-        self.front_stages = 1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
+        #: ik with the decode cut: the carried weights get a register of their own.
+        self.carry_stage = self.mode == "ik" and "decode" in self.cuts
+        self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
+                             + int(self.carry_stage))
         #: Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its
         #: histogram being valid on ``o`` (with ``o.ready`` high and the readout bank free).
         self.latency = self.front_stages + 1 + ("readout" in self.cuts)
@@ -201,7 +219,10 @@ class KllmIdxCounter(wiring.Component):
         fields["last"] = unsigned(1)
         self.in_layout = data.StructLayout(fields)
         count_shape = (signed if self.mode == "ik" else unsigned)(self.count_bits)
-        self.out_layout = data.StructLayout({"count": count_shape, "last": unsigned(1)})
+        out_fields = {"count": count_shape, "last": unsigned(1)}
+        if self.overflow:
+            out_fields["overflow"] = unsigned(1)
+        self.out_layout = data.StructLayout(out_fields)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -262,10 +283,12 @@ class KllmIdxCounter(wiring.Component):
             return Cat(*lanes)
 
         idx_bits_in = self.i.payload.idx.as_value()
+        lines_in = None
         if "decode" in cuts:
             idx_bits_in = named(dec, idx_bits_in, "beat_idx_in")
             mask = named(dec, mask, "beat_mask_in")
-            lines = front.stage(predecoded(idx_bits_in, mask), name="beat_lines", m=dec)
+            lines_in = named(dec, predecoded(idx_bits_in, mask), "beat_lines_in")
+            lines = front.stage(lines_in, name="beat_lines", m=dec)
         else:
             idx = front.stage(idx_bits_in, name="beat_idx", m=dec)
             lines = Signal(n * line_bits, name="beat_lines")
@@ -284,10 +307,40 @@ class KllmIdxCounter(wiring.Component):
         low_bits = sum(low_sizes)
         carried = None
         if self.mode == "ik":
-            weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight", m=btc)
-            carried = Cat(*(value for g, lanes in enumerate(self.lane_groups)
-                            for value in _carried_weights(btc, lines, weights, lanes, sizes,
-                                                          self.weight_bits, f"g{g}")))
+            def carried_weights(lines, weights):
+                return Cat(*(value for g, lanes in enumerate(self.lane_groups)
+                             for value in _carried_weights(btc, lines, weights, lanes, sizes,
+                                                           self.weight_bits, f"g{g}")))
+            if self.carry_stage:
+                # The equal-index flags of each group's lane pairs are compared on the raw
+                # indices in front of the input register (beside the predecode) and registered;
+                # the carried weights (the merge's adders) then get a register stage of their
+                # own, the lines one more register to stay aligned: the bit counters start
+                # from registers.
+                flags = {}
+                for g, lanes in enumerate(self.lane_groups):
+                    for i, a in enumerate(lanes):
+                        for b in lanes[i + 1:]:
+                            same = ((idx_bits_in[a * self.idx_bits:(a + 1) * self.idx_bits]
+                                     == idx_bits_in[b * self.idx_bits:(b + 1) * self.idx_bits])
+                                    & mask[a] & mask[b])
+                            flags[(a, b)] = same
+                keys = list(flags)
+                beat_eq = front.stage(Cat(*(flags[key] for key in keys)), name="beat_eq",
+                                      m=btc)
+                weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight",
+                                      m=btc)
+                eq = {key: beat_eq[k] for k, key in enumerate(keys)}
+                carried = front.stage(Cat(*(
+                    value for g, lanes in enumerate(self.lane_groups)
+                    for value in _carried_weights(btc, lines, weights, lanes, sizes,
+                                                  self.weight_bits, f"g{g}", eq=eq))),
+                    name="beat_carried", m=btc)
+                lines = front.stage(lines, name="beat_lines_carried", m=dec)
+            else:
+                weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight",
+                                      m=btc)
+                carried = carried_weights(lines, weights)
         parts = []
         for j in range(slices):
             part = _Bins(self, low_sizes, sliced=slices > 1)

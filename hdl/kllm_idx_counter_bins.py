@@ -53,12 +53,12 @@ def _group_sum_width(weight_bits, lanes):
     return weight_bits + (len(lanes) - 1).bit_length()
 
 
-def _carried_weights(m, lines, weights, lanes, sizes, weight_bits, name):
+def _carried_weights(m, lines, weights, lanes, sizes, weight_bits, name, eq=None):
     """The weight each lane of a group carries (combinational, one signal per lane, signed,
     :func:`_group_sum_width` bits): the first lane of each distinct counted index (its leader)
     carries the sum of the weights of the group's lanes with that index, the others 0. Two
     lanes count the same index when every chunk of their predecode lines overlaps (a masked
-    lane overlaps none)."""
+    lane overlaps none), or as ``eq[(a, b)]`` says when given (lanes ``a < b``)."""
     wb = weight_bits
     line_bits = sum(sizes)
 
@@ -71,13 +71,13 @@ def _carried_weights(m, lines, weights, lanes, sizes, weight_bits, name):
         return named(m, Cat(*terms).all(), f"{name}_eq{a}_{b}")
 
     weight = {lane: weights[lane * wb:(lane + 1) * wb].as_signed() for lane in lanes}
-    eq = {(a, b): same_index(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1:]}
+    if eq is None:
+        eq = {(a, b): same_index(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1:]}
     width = _group_sum_width(wb, lanes)
     carried = []
     for i, lane in enumerate(lanes):
-        total = weight[lane]
-        for other in lanes[i + 1:]:
-            total = total + Mux(eq[(lane, other)], weight[other], 0)
+        total = adder_tree([weight[lane]] + [Mux(eq[(lane, other)], weight[other], 0)
+                                             for other in lanes[i + 1:]])
         if i:
             leader = ~Cat(*(eq[(other, lane)] for other in lanes[:i])).any()
             total = Mux(leader, total, 0)
@@ -112,7 +112,7 @@ class _Bins(wiring.Component):
         self.bins = 1
         for size in self.sizes:
             self.bins *= size
-        n, width = counter.n_inputs, counter.count_bits
+        n, width = counter.n_inputs, counter.slot_bits
         members = {"ce": In(1), "lines": In(n * sum(self.sizes))}
         if sliced:
             members["select"] = In(n)
@@ -136,12 +136,13 @@ class _Bins(wiring.Component):
         c = self.counter
         mode = c.mode if c.mode == "kk" else f"ik{c.weight_bits}"
         return (f"kllm_idx_counter_bins{self.bins}_n{c.n_inputs}_{mode}_c{c.count_bits}"
-                f"_p{c.pipeline}_b{c.banks}")
+                f"_p{c.pipeline}_b{c.banks}" + ("_ov" if c.overflow else ""))
 
     def elaborate(self, platform):
         c = self.counter
         m = Module()
-        n, sizes, width = c.n_inputs, self.sizes, c.count_bits
+        n, sizes, width = c.n_inputs, self.sizes, c.slot_bits
+        count_bits = c.count_bits
         cuts = c.cuts
         dec, btc, accm, rd = _blocks(m, c.keep_blocks,
                                      ("decode", "bit_counters", "accumulation", "readout"))
@@ -214,9 +215,26 @@ class _Bins(wiring.Component):
         acc = Signal(self.bins * width, name="acc")
 
         def sums(base):
-            """Every bin's ``base + contribution`` modulo ``2**count_bits``, one signal."""
-            return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
-                                    for b, contribution in enumerate(contributions))), "sum")
+            """Every bin's ``base + contribution`` modulo ``2**count_bits``, one signal; with
+            ``overflow``, each bin's slot also holds a sticky flag above its count, set when
+            the sum leaves the count's range (kk: a carry out; ik: the sum's bits from
+            ``count_bits - 1`` up not all equal)."""
+            if not c.overflow:
+                return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
+                                        for b, contribution in enumerate(contributions))), "sum")
+            slots = []
+            for b, contribution in enumerate(contributions):
+                count = base[b * width:b * width + count_bits]
+                sticky = base[b * width + count_bits]
+                if c.mode == "ik":
+                    total = count.as_signed() + contribution
+                    top = total[count_bits - 1:]
+                    left = ~(top.all() | ~top.any())
+                else:
+                    total = count + contribution
+                    left = total[count_bits:].any()
+                slots.append(Cat(total[:count_bits], sticky | left))
+            return named(accm, Cat(*slots), "sum")
 
         kind = c.bank_kind
         if kind == "direct":

@@ -35,9 +35,9 @@ def direct_banks(counter, m, front, contrib, parts, source, busy):
         final_beat.eq(source.valid & source.ready & at_last_bin),
         contrib.ready.eq(~busy | final_beat),
         source.valid.eq(busy),
-        source.payload.count.eq(count),
         source.payload.last.eq(at_last_bin),
     ]
+    _count(counter, m, source, count)
     end_of_reduction = contrib.valid & contrib.ready
     for part in parts:
         m.d.comb += [part.fresh.eq(fresh), part.load.eq(end_of_reduction),
@@ -50,6 +50,13 @@ def direct_banks(counter, m, front, contrib, parts, source, busy):
         m.d.sync += [busy.eq(1), pointer.eq(0)]
     with m.Elif(final_beat):
         m.d.sync += busy.eq(0)
+
+
+def _count(counter, m, source, slot):
+    """``source``'s ``count`` (and ``overflow``, the sticky flag above it) from a bin's slot."""
+    m.d.comb += source.payload.count.eq(slot[:counter.count_bits])
+    if counter.overflow:
+        m.d.comb += source.payload.overflow.eq(slot[counter.count_bits])
 
 
 def _chain(m, parts):
@@ -84,9 +91,9 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy):
     m.d.comb += [
         contrib.ready.eq(bank_free),
         source.valid.eq(busy),
-        source.payload.count.eq(parts[0].count),
         source.payload.last.eq(at_last_bin),
     ]
+    _count(counter, m, source, parts[0].count)
     end_of_reduction = contrib.valid & bank_free
 
     # Next state of the control flops.
@@ -140,9 +147,9 @@ def single_bank(counter, m, front, contrib, parts, source, busy):
     m.d.comb += [
         contrib.ready.eq(1),
         source.valid.eq(busy),
-        source.payload.count.eq(parts[0].count),
         source.payload.last.eq(at_last_bin),
     ]
+    _count(counter, m, source, parts[0].count)
     for part in parts:
         m.d.comb += part.shift.eq(transfer)
     _chain(m, parts)

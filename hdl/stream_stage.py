@@ -13,6 +13,9 @@ pieces here are what the units compose to build them:
 * :class:`SkidBuffer`: a two-entry stream buffer whose ``i.ready`` and ``o.valid``/``o.payload``
   all come from flip-flops. Put it behind a pipeline (``wiring.connect``) to cut the
   combinational path from the consumer's ``ready`` into the pipeline's clock enable.
+* :class:`PingPongBuffer`: a two-entry stream FIFO whose payload registers load from the
+  producer side only (the consumer's ``ready`` reaches two pointer bits and the occupancy):
+  put it in front of a unit whose input ``ready`` is a wide clock enable.
 * :func:`output_register`: one register stage (a :class:`StallPipeline` of depth 1 whose
   payload register the caller writes).
 * :func:`check_pipeline`: the parameter check every unit shares.
@@ -22,13 +25,14 @@ pieces here are what the units compose to build them:
 
 from collections.abc import Mapping
 
-from amaranth.hdl import Cat, Module, Shape, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import check_int
 
-__all__ = ["output_register", "StallPipeline", "SkidBuffer", "check_pipeline", "pack_fields"]
+__all__ = ["output_register", "StallPipeline", "SkidBuffer", "PingPongBuffer", "check_pipeline",
+           "pack_fields"]
 
 
 def check_pipeline(value, *, max_value):
@@ -338,4 +342,59 @@ class SkidBuffer(wiring.Component):
         with m.Elif(self.i.valid & self.i.ready):
             # Output held: park the incoming beat; i.ready drops next cycle.
             m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
+        return m
+
+
+class PingPongBuffer(wiring.Component):
+    """A two-entry stream FIFO whose entries load from ``i`` alone: the consumer's ``ready``
+    reaches only its read pointer and occupancy, never the payload registers' enables.
+
+    Where a :class:`SkidBuffer`'s output and skid registers load on ``~o.valid | o.ready``
+    (a consumer's clock enable fanned out to every payload bit), here entry ``k`` loads when a
+    beat transfers on ``i`` and the write pointer is ``k``; ``o.payload`` is the entry at the
+    read pointer (a 2:1 multiplexer of flip-flops). ``i.ready`` is ``occupancy < 2`` (a
+    flip-flop comparison) and ``o.valid`` is ``occupancy > 0``. Full throughput: with ``o.ready``
+    high one beat per cycle in and out, one cycle from a transfer on ``i`` to ``o.valid``.
+
+    Parameters
+    ----------
+    payload_shape : shape-like
+        Payload shape of both streams.
+
+    Members
+    -------
+    i : ``In(stream.Signature(payload_shape))``
+    o : ``Out(stream.Signature(payload_shape))``
+    """
+
+    #: Cycles from a transfer on ``i`` to the beat being valid on ``o``.
+    latency = 1
+
+    def __init__(self, payload_shape):
+        super().__init__({
+            "i": In(stream.Signature(payload_shape)),
+            "o": Out(stream.Signature(payload_shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = [Signal.like(self.i.payload, name=f"entry{k}", reset_less=True)
+                   for k in range(2)]
+        write, read = Signal(), Signal()
+        occupancy = Signal(range(3))
+        push = self.i.valid & self.i.ready
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(occupancy != 2),
+            self.o.valid.eq(occupancy != 0),
+            self.o.payload.eq(Mux(read, entries[1], entries[0])),
+        ]
+        for k, entry in enumerate(entries):
+            with m.If(push & (write == k)):
+                m.d.sync += entry.eq(self.i.payload)
+        with m.If(push):
+            m.d.sync += write.eq(~write)
+        with m.If(pop):
+            m.d.sync += read.eq(~read)
+        m.d.sync += occupancy.eq(occupancy + push - pop)
         return m

@@ -16,7 +16,14 @@ from verif.payload import compare_outputs
 #: Items of stimulus per unit (beats, or vectors / chunks where an item spans several beats):
 #: a reduced set beside the Verilator benches' (Amaranth's simulator runs in Python).
 ITEMS = {"kllm_idx_counter": 40, "oaken_dequantizer": 6, "orizuru": 20, "orizuru_scan": 20,
-         "orizuru_sortnet": 20}
+         "orizuru_sortnet": 20, "kllm_column": 12}
+
+#: Units whose result depends on the order of beats across their inputs: their inputs are
+#: offered serially in the golden adapter's ``order`` (``kllm_column``: the codebook load
+#: before the reductions), and the idle cycles that end a run (a reduction's weighted sum
+#: takes up to ``add_cycles x 2**bits`` cycles).
+SERIAL = {"kllm_column"}
+IDLE_CYCLES = {"kllm_column": 3000}
 
 #: Every unit at its defaults and at ``pipeline=0``, and at each of its report (paper)
 #: configurations; a configuration that instantiates a vendor primitive (the DSP48E2 or
@@ -38,8 +45,10 @@ def test_unit_agrees_with_its_golden_adapter(unit, config, depth):
     model = golden_model(unit)
     rng = np.random.default_rng([17, len(unit), len(config or ""), 0 if depth == 0 else 1])
     inputs = model.stimulus(rng, params, ITEMS.get(unit, 100))
+    order = model.order(params, inputs) if unit in SERIAL else None
     result = simulate_streams(dut, inputs, rng=rng, valid_probability=0.7,
-                              ready_probability=0.6)
+                              ready_probability=0.6, idle_cycles=IDLE_CYCLES.get(unit, 200),
+                              order=order)
     assert result.problems == []
     mismatches = compare_outputs(result.outputs, model.expected(params, inputs), model.equal)
     assert mismatches == [], mismatches[:5]

@@ -4,6 +4,8 @@
 
 import re
 
+import numpy as np
+
 import pytest
 from amaranth.back import verilog
 
@@ -228,3 +230,79 @@ def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path, pipeline):
         minimum = banks + 4 * 8 + 8 * 3 * 2 + 14
     assert result.metrics["FF"] >= minimum - 2  # Yosys may merge a constant flop or two
     assert result.metrics["LUT"] > 0
+
+
+# --- per-bin overflow flags (kllm_column's overflow) ----------------------------------------
+
+
+def _running_out_of_range(idx, weights, mask, last, bins, width, mode):
+    """Per reduction, per bin: whether the bin's running count after some beat left the
+    counter's range (kk: above 2**width - 1; ik: outside the signed width-bit range). Written
+    from SPEC section 7's overflow rule, independently of the RTL."""
+    flags, start = [], 0
+    for end in np.flatnonzero(last):
+        beats = slice(start, end + 1)
+        per_beat = np.zeros((end + 1 - start, bins), np.int64)
+        rows = np.repeat(np.arange(end + 1 - start), idx.shape[1])
+        np.add.at(per_beat, (rows, idx[beats].ravel()),
+                  (weights[beats] * mask[beats]).ravel())
+        running = np.cumsum(per_beat, axis=0)
+        if mode == "kk":
+            bad = running > (1 << width) - 1
+        else:
+            bad = (running < -(1 << (width - 1))) | (running > (1 << (width - 1)) - 1)
+        flags.append(bad.any(axis=0))
+        start = end + 1
+    return np.array(flags)
+
+
+@pytest.mark.parametrize("mode", ["kk", "ik"])
+@pytest.mark.parametrize("pipeline,banks", [(0, 2), (3, 2), (1, 1)])
+def test_overflow_flags_report_every_bin_that_left_the_range(mode, pipeline, banks):
+    """``overflow=True``: the sticky per-bin flag beside each count, in all three bank
+    arrangements (direct, shift, single), in the Amaranth simulator with random gaps. Short
+    reductions stay in range; long skewed ones leave it, in ik also by a running sum that comes
+    back (the flag is sticky)."""
+    from verif.amaranth_sim import simulate_streams
+    n, idx_bits, max_len = 2, 2, 3
+    weight_bits = 3 if mode == "ik" else None
+    counter = KllmIdxCounter(n_inputs=n, idx_bits=idx_bits, mode=mode, weight_bits=weight_bits,
+                             max_len=max_len, overflow=True, banks=banks, pipeline=pipeline)
+    width = counter.count_bits
+    rng = np.random.default_rng(7 + pipeline)
+    idx_rows, weight_rows, mask_rows, last_rows = [], [], [], []
+    for reduction in range(60):
+        beats = int(rng.integers(1, 10))
+        skew = rng.random() < 0.5
+        idx_rows.append(np.where(skew, 1, rng.integers(0, 1 << idx_bits, (beats, n))))
+        if mode == "ik":
+            # One sign per reduction: a run of extreme weights, or weights of both signs.
+            extreme = np.full((beats, n), rng.choice([-4, 3]))
+            weight_rows.append(np.where(rng.random() < 0.6, extreme,
+                                        rng.integers(-4, 4, (beats, n))))
+        else:
+            weight_rows.append(np.ones((beats, n), np.int64))
+        mask_rows.append(rng.integers(0, 2, (beats, n)))
+        last = np.zeros(beats, np.int64)
+        last[-1] = 1
+        last_rows.append(last)
+    idx, weights = np.concatenate(idx_rows), np.concatenate(weight_rows)
+    mask, last = np.concatenate(mask_rows), np.concatenate(last_rows)
+    fields = {"idx": idx, "mask": mask @ (1 << np.arange(n)), "last": last}
+    if mode == "ik":
+        fields["weight"] = weights
+    result = simulate_streams(counter, {"i": fields}, rng=rng, valid_probability=0.7,
+                              ready_probability=0.7)
+    assert not result.problems, result.problems
+    out = result.outputs["o"]
+    bins = 1 << idx_bits
+    want = _running_out_of_range(idx, weights, mask, last, bins, width, mode)
+    got = np.asarray(out["overflow"]).reshape(-1, bins).astype(bool)
+    np.testing.assert_array_equal(got, want)
+    assert want.any() and not want.all(), "the stimulus must overflow some bins, not all"
+    counts = np.asarray(out["count"]).reshape(-1, bins)
+    fine = ~want
+    # Bins that never left the range hold their exact count.
+    expected_counts = np.stack([np.bincount(i.ravel(), weights=(w * k).ravel(), minlength=bins)
+                                for i, w, k in zip(idx_rows, weight_rows, mask_rows)])
+    np.testing.assert_array_equal(counts[fine], expected_counts.astype(np.int64)[fine])

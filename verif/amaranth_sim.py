@@ -47,13 +47,18 @@ class SimResult:
 
 def simulate_streams(dut, inputs: dict, *, rng: np.random.Generator,
                      valid_probability: float = 1.0, ready_probability: float = 1.0,
-                     idle_cycles: int = 200, max_cycles: int = 1_000_000) -> SimResult:
+                     idle_cycles: int = 200, max_cycles: int = 1_000_000,
+                     order=None) -> SimResult:
     """Offer ``inputs`` (``{port: fields}``) to ``dut``'s input streams and collect its output
     streams until every input beat is taken and no output beat came for ``idle_cycles``.
 
     Every input port is driven on its own (a unit whose streams must agree takes them in any
     arrival order the stream rules allow); ``valid_probability`` is the chance a free input
     offers its next beat in a cycle, ``ready_probability`` the chance an output is ready.
+    ``order`` (the input port of every beat, e.g. :attr:`golden.beats.BeatModel.order`), if
+    given, serializes the inputs: a port offers its next beat only when it is the next in
+    ``order`` (for a unit whose result depends on the arrival order across its inputs, such
+    as ``kllm_column``'s codebook load before the reductions).
     """
     ports = port_description(dut)
     codecs = {name: PayloadCodec(port["payload"]) for name, port in ports.items()}
@@ -72,9 +77,11 @@ def simulate_streams(dut, inputs: dict, *, rng: np.random.Generator,
         waiting: dict[str, int] = {}
         idle = 0
         for cycle in range(max_cycles):
+            position = sum(sent.values())
             for name, beats in words.items():
                 port = getattr(dut, name)
-                if name not in offered and sent[name] < len(beats) \
+                turn = order is None or (position < len(order) and order[position] == name)
+                if name not in offered and sent[name] < len(beats) and turn \
                         and rng.random() < valid_probability:
                     offered[name] = beats[sent[name]]
                 ctx.set(port.valid, name in offered)

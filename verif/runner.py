@@ -359,10 +359,13 @@ def replay(unit, params, inputs, out_beats, *, config=None, valid_probability=1.
            ready_probability=1.0, seed=None, name="replay"):
     """Drive ``unit`` with the beats in ``inputs`` and return the field dict of its output.
 
-    ``inputs`` is ``{port: fields}`` for the unit's input stream, ``fields`` as for
-    :meth:`verif.payload.PayloadCodec.pack_batch` (beat on the first axis). The run waits for
-    ``out_beats`` output beats, fails if more arrive, and returns ``{port: fields}``.
+    ``inputs`` is ``{port: fields}`` for the unit's input streams (all driven at once),
+    ``fields`` as for :meth:`verif.payload.PayloadCodec.pack_batch` (beat on the first axis).
+    The run waits for ``out_beats`` output beats (an int for a unit with one output port, else
+    ``{port: beats}``), fails if more arrive, and returns ``{port: fields}``.
     """
+    import json
+
     import tempfile
 
     import numpy as np
@@ -376,7 +379,7 @@ def replay(unit, params, inputs, out_beats, *, config=None, valid_probability=1.
         run_testbench(unit, params, config=config, seed=seed, name=name,
                       test_module="verif.tb_replay",
                       extra_env={"QLLM_REPLAY_IN": in_file, "QLLM_REPLAY_OUT": out_file,
-                                 "QLLM_REPLAY_BEATS": out_beats,
+                                 "QLLM_REPLAY_BEATS": json.dumps(out_beats),
                                  "QLLM_REPLAY_VALID": valid_probability,
                                  "QLLM_REPLAY_READY": ready_probability})
         with np.load(out_file) as data:

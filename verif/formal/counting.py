@@ -102,6 +102,9 @@ def _units():
         "oaken_dequantizer": lambda params: Account(
             lambda m, d, p: _fire(d.dense), lambda m, d, p: p["vec_len"] // p["lanes"], 3,
             16, owe=_chunk_owed),
+        # One result per reduction; a reduction of the reduced shape (4 bins) holds the loop
+        # for at most 4 x 6 cycles after its readout.
+        "kllm_column": per_last(8, 64),
         "p3_pe": per_last(8, 8),
         "fp16_mac": per_last(8, 8),
         "accllm_dsp_mul": one_to_one(8, 8),
