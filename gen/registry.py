@@ -197,7 +197,7 @@ UNITS = {
             name="kllm_column",
             factory="hdl.kllm_column:KllmColumn",
             defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
-                      "weight_bits": None, "max_len": 4096, "pipeline": 3},
+                      "weight_bits": None, "max_len": 4096, "pipeline": 4},
             configs={
                 # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
                 # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).
@@ -315,6 +315,22 @@ UNITS = {
             result="element",
             rate=lambda p: p["lanes"],
             summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
+        ),
+        UnitSpec(
+            name="oaken_quantizer",
+            factory="hdl.oaken_quantizer:OakenQuantizer",
+            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
+                      "pipeline": 10},
+            configs={
+                "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
+            },
+            testbench="verif.tb_oaken_quantizer",
+            golden="golden.beats:oaken_quantizer",
+            doc="docs/units/oaken_quantizer.md",
+            report=(ReportConfig("oaken-16"),),
+            result="element",
+            rate=lambda p: p["lanes"],
+            summary="Oaken online quantizer: chunk min/max, 4-bit codes, dense + COO streams",
         ),
         UnitSpec(
             name="p3_pe",

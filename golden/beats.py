@@ -585,3 +585,114 @@ reloads, overflows and long reductions itself."""
 
 MODELS[kllm_column.name] = kllm_column
 __all__.append("kllm_column")
+
+
+# --------------------------------------------------------------------------- oaken_quantizer
+
+
+def _quantize_any_order(x, thresholds, frac_bits, data_bits, vec_len):
+    """:func:`golden.oaken.quantize_vector`, and for misordered thresholds the same coding of
+    the groups that ``decompose(..., check_order=False)`` gives (the decomposer's priority
+    order: what ``oaken_quantizer`` does with a chunk whose first beat carries them)."""
+    from .oaken import INNER, MIDDLE, OUTER, OakenChunk, OakenMeta, _group_codes, _meta_fx
+    from .oaken import pack_coo
+
+    t = tuple(int(v) for v in thresholds)
+    if t[0] <= t[1] <= t[2] <= t[3]:
+        return quantize_vector(x, t, frac_bits, data_bits, vec_len)
+    parts = decompose(x, t, data_bits, check_order=False)
+    group = parts["group"]
+    s = parts["inlier"] + parts["outlier"]
+    mag = np.abs(s)
+    mid_q, mid_lo, mid_hi = _group_codes(s, group == MIDDLE)
+    in_q, in_lo, in_hi = _group_codes(mag, group == INNER)
+    out_q, out_lo, out_hi = _group_codes(mag, group == OUTER)
+    index = np.flatnonzero(group != MIDDLE)
+    coo = pack_coo(index, (group[index] == OUTER).astype(np.int64),
+                   (s[index] < 0).astype(np.int64))
+    meta = OakenMeta(*_meta_fx(mid_lo, mid_hi, frac_bits), *_meta_fx(in_lo, in_hi, frac_bits),
+                     *_meta_fx(out_lo, out_hi, frac_bits))
+    return OakenChunk((mid_q | in_q | out_q).astype(np.uint8), coo, meta)
+
+
+def _coo_full_beats(coo, lanes):
+    """A chunk's COO entries as the quantizer packs them: ``(entries, count, last)`` rows, every
+    beat full but the final one, one empty ``last`` beat for a chunk without outliers;
+    entries beyond ``count`` are 0."""
+    coo = np.asarray(coo, np.int64)
+    beats = max(1, -(-len(coo) // lanes))
+    entries = np.zeros(beats * lanes, np.int64)
+    entries[:len(coo)] = coo
+    count = np.full(beats, lanes, np.int64)
+    count[-1] = len(coo) - (beats - 1) * lanes
+    last = (np.arange(beats) == beats - 1).astype(np.int64)
+    return entries.reshape(beats, lanes), count, last
+
+
+def _quantizer_stimulus(rng, p, count):
+    lanes, vec_len, bits = p["lanes"], p["vec_len"], p["data_bits"]
+    windows = vec_len // lanes
+    t = _random_thresholds(rng, count, bits)
+    xs, ts = [], []
+    for row in t:
+        xs.append(_chunk_values(rng, row, vec_len, bits).reshape(windows, lanes))
+        beat_t = np.tile(row, (windows, 1))
+        kind = rng.random()
+        if kind < 1 / 16:                           # misordered: coded in priority order
+            beat_t[:] = rng.permuted(row)
+        elif kind < 2 / 16 and windows > 1:         # later beats differ: the first beat's count
+            beat_t[1:] = _random_thresholds(rng, windows - 1, bits)
+        ts.append(beat_t)
+    x = np.concatenate(xs) if xs else np.zeros((0, lanes), np.int64)
+    t_beats = np.concatenate(ts) if ts else np.zeros((0, 4), np.int64)
+    fields = {"x": x}
+    fields.update({name: t_beats[:, k] for k, name in enumerate(_THRESHOLDS)})
+    return {"i": fields}
+
+
+def _quantizer_expected(p, inputs):
+    lanes, vec_len, bits, frac = p["lanes"], p["vec_len"], p["data_bits"], p["frac_bits"]
+    windows = vec_len // lanes
+    i = inputs["i"]
+    x = np.asarray(i["x"], np.int64).reshape(-1, lanes)
+    chunks = len(x) // windows
+    if len(x) != chunks * windows:
+        raise ValueError(f"{len(x)} input beats are not whole chunks of vec_len / lanes = "
+                         f"{windows} beats")
+    hdr = {name: np.zeros(chunks, np.int64) for name in _THRESHOLDS + _META}
+    dense, entries, counts, lasts = [], [], [], []
+    for c in range(chunks):
+        first = c * windows                          # the chunk's thresholds: its first beat's
+        thresholds = tuple(int(i[name][first]) for name in _THRESHOLDS)
+        chunk = _quantize_any_order(x[first:first + windows].ravel(), thresholds, frac, bits,
+                                    vec_len)
+        for name, value in zip(_THRESHOLDS + _META, thresholds + tuple(chunk.meta)):
+            hdr[name][c] = value
+        dense.append(np.asarray(chunk.dense, np.int64).reshape(windows, lanes))
+        beat_entries, beat_count, beat_last = _coo_full_beats(chunk.coo, lanes)
+        entries.append(beat_entries)
+        counts.append(beat_count)
+        lasts.append(beat_last)
+
+    def joined(parts, shape):
+        return np.concatenate(parts) if parts else np.zeros(shape, np.int64)
+
+    return {
+        "hdr": hdr,
+        "dense": {"codes": joined(dense, (0, lanes))},
+        "coo": {"entries": joined(entries, (0, lanes)), "count": joined(counts, (0,)),
+                "last": joined(lasts, (0,))},
+    }
+
+
+oaken_quantizer = BeatModel("oaken_quantizer", _quantizer_stimulus, _quantizer_expected)
+"""SPEC 8: per chunk of ``vec_len / lanes`` input beats, :func:`golden.oaken.quantize_vector`
+of its values with the thresholds of its first beat (misordered ones: the same coding of the
+groups in the decomposer's priority order), as one ``hdr`` beat, ``vec_len / lanes`` ``dense``
+beats and COO beats packed full (``lanes`` entries on every beat but the last, entries beyond
+``count`` 0, one empty ``last`` beat for a chunk without outliers). The stimulus draws random
+chunks at 0 / 1 / 10 / 50 / 100 % outliers (equal thresholds included), one in 16 with
+misordered thresholds and one in 16 whose later beats carry other thresholds."""
+
+__all__.append("oaken_quantizer")
+MODELS[oaken_quantizer.name] = oaken_quantizer

@@ -33,7 +33,7 @@ FP16_NAN = 0x7E00
 
 #: Optional registers of the adder, in step order (after the exponent comparison, the sticky
 #: mask, the alignment shift, the addition, the leading-zero count, the normalization shift).
-ADD_CUTS = ("compare", "mask", "align", "add", "count", "shift")
+ADD_CUTS = ("compare", "mask", "align", "add", "count", "coarse", "shift")
 #: Optional registers of the product (after the count's magnitude, after the leading-zero
 #: counts, before the multiplier, inside its adder tree, after it, after the round decision).
 PRODUCT_CUTS = ("magnitude", "leading", "operands", "partial", "product", "normalized")
@@ -238,12 +238,13 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     :data:`FP32_UNPACKED`; returns the sum as :data:`FP32_UNPACKED` (combinational from the last
     register) and the number of registers inserted.
 
-    Steps: (compare) the operands ordered by exponent, the exponent difference; (mask) the
-    significand bits that the shift moves out; (align) the other significand shifted right by
+    Steps: (compare) the exponent comparison and both saturated exponent differences; (mask)
+    the operands ordered by exponent, and the significand bits that the shift moves out; (align) the other significand shifted right by
     it into 27 bits, the bits shifted out ORed into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two differences
     (computed side by side: only equal exponents can give a negative one); (count) its leading
-    zeros; (shift) normalized to 27 bits, one place right after a carry or left by the count
-    (a left shift of two or more places only follows an exact difference); then rounding to 24
+    zeros; (coarse, shift) normalized to 27 bits, one place right after a carry or left by the
+    count, in two steps: by its multiple of 4, then by the rest (a left shift of two or more
+    places only follows an exact difference); then rounding to 24
     bits and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand
     is NaN or for ``inf - inf``, else an infinity if an operand is infinite. An exact
     cancellation gives +0; ``-0 + -0`` gives -0.
@@ -257,45 +258,44 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         return _register(m, value, f"{name}_{step}", step in cuts, None)
 
     flags = {"nan": 1, "inf": 1, "inf_sign": 1, "both_zero": 1, "zero_sign": 1}
-    # --- compare --------------------------------------------------------------------------
+    # --- compare: the exponent comparisons only (an 8-bit comparison and both saturated
+    # differences, side by side); the operands pass unchanged ------------------------------
     compare = Signal(data.StructLayout({
-        "big_sig": 24, "big_exp": 8, "sign": 1, "small_sig": 24, "shift": 5,
-        "subtract": 1, **flags}), name=f"{name}_compare_next")
-    # The operand with the larger exponent is "big" (x on a tie): an 8-bit comparison only.
-    # With equal exponents the smaller magnitude may be "big"; the add step then takes the
-    # other difference and flips the sign.
-    x_ge = Signal(name=f"{name}_x_ge")
-    m.d.comb += x_ge.eq(x.exp >= y.exp)
-    shift_xy = Signal(5, name=f"{name}_shift_xy")
-    shift_yx = Signal(5, name=f"{name}_shift_yx")
-    m.d.comb += [shift_xy.eq(_saturated(x.exp - y.exp)), shift_yx.eq(_saturated(y.exp - x.exp))]
-    subtract = x.sign ^ y.sign
+        "x": FP32_UNPACKED, "y": FP32_UNPACKED, "x_ge": 1, "shift_xy": 5, "shift_yx": 5}),
+        name=f"{name}_compare_next")
+    # The operand with the larger exponent is "big" (x on a tie). With equal exponents the
+    # smaller magnitude may be "big"; the add step then takes the other difference and flips
+    # the sign. The alignment shift, saturated at 27 (everything below the sticky position),
+    # is computed for either order beside the comparison.
     m.d.comb += [
-        compare.big_sig.eq(Mux(x_ge, x.sig, y.sig)),
-        compare.big_exp.eq(Mux(x_ge, x.exp, y.exp)),
-        compare.sign.eq(Mux(x_ge, x.sign, y.sign)),
-        compare.small_sig.eq(Mux(x_ge, y.sig, x.sig)),
-        # The alignment shift, saturated at 27 (everything below the sticky position),
-        # computed for either order beside the comparison.
-        compare.shift.eq(Mux(x_ge, shift_xy, shift_yx)),
-        compare.subtract.eq(subtract),
-        compare.nan.eq(x.nan | y.nan | (x.inf & y.inf & subtract)),
-        compare.inf.eq(x.inf | y.inf),
-        compare.inf_sign.eq(Mux(x.inf, x.sign, y.sign)),
-        compare.both_zero.eq(x.zero & y.zero),
-        compare.zero_sign.eq(x.sign & y.sign),
+        compare.x.eq(x), compare.y.eq(y),
+        compare.x_ge.eq(x.exp >= y.exp),
+        compare.shift_xy.eq(_saturated(x.exp - y.exp)),
+        compare.shift_yx.eq(_saturated(y.exp - x.exp)),
     ]
     compare = cut(compare, "compare")
 
-    # --- mask -----------------------------------------------------------------------------
+    # --- mask: the operands ordered, and the significand bits the shift moves out ----------
     masked = Signal(data.StructLayout({
         "big_sig": 24, "big_exp": 8, "sign": 1, "small_sig": 24, "lost": 24, "shift": 5,
         "subtract": 1, **flags}), name=f"{name}_mask_next")
-    # The significand bits the shift moves out (a table of the shift, one small function per
-    # bit: no comparator chain).
-    m.d.comb += masked.lost.eq(_lost_mask(compare.shift))
-    for field in ("big_sig", "big_exp", "sign", "small_sig", "shift", "subtract", *flags):
-        m.d.comb += masked[field].eq(compare[field])
+    x, y, x_ge = compare.x, compare.y, compare.x_ge
+    subtract = x.sign ^ y.sign
+    m.d.comb += [
+        masked.big_sig.eq(Mux(x_ge, x.sig, y.sig)),
+        masked.big_exp.eq(Mux(x_ge, x.exp, y.exp)),
+        masked.sign.eq(Mux(x_ge, x.sign, y.sign)),
+        masked.small_sig.eq(Mux(x_ge, y.sig, x.sig)),
+        masked.shift.eq(Mux(x_ge, compare.shift_xy, compare.shift_yx)),
+        masked.subtract.eq(subtract),
+        masked.nan.eq(x.nan | y.nan | (x.inf & y.inf & subtract)),
+        masked.inf.eq(x.inf | y.inf),
+        masked.inf_sign.eq(Mux(x.inf, x.sign, y.sign)),
+        masked.both_zero.eq(x.zero & y.zero),
+        masked.zero_sign.eq(x.sign & y.sign),
+    ]
+    # The lost bits: a table of the shift, one small function per bit (no comparator chain).
+    m.d.comb += masked.lost.eq(_lost_mask(masked.shift))
     compare = cut(masked, "mask")
 
     # --- align ----------------------------------------------------------------------------
@@ -341,26 +341,38 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         m.d.comb += counted[field].eq(total[field])
     counted = cut(counted, "count")
 
-    # --- shift ----------------------------------------------------------------------------
-    shifted = Signal(data.StructLayout({"kept": 24, "round_up": 1, "exp": 8, "exp_p1": 8,
-                                        "sign": 1, "exact_zero": 1, **flags}),
-                     name=f"{name}_shift_next")
+    # --- coarse: the left shift by the count's multiple of 4 (after a carry: the right shift
+    # by one, and no fine shift); the exponent and the zero check beside it ------------------
+    coarse = Signal(data.StructLayout({"part": 27, "fine": 2, "exp": 8, "exp_p1": 8, "sign": 1,
+                                       "exact_zero": 1, **flags}), name=f"{name}_coarse_next")
     carry = counted.sum[27]
-    norm = Signal(27, name=f"{name}_norm")
-    exp = Signal(8, name=f"{name}_norm_exp")
     m.d.comb += [
-        norm.eq(Mux(carry, Cat(counted.sum[0] | counted.sum[1], counted.sum[2:28]),
-                    (counted.sum[:27] << counted.lz)[:27])),
-        exp.eq(Mux(carry, counted.big_exp + 1, counted.big_exp - counted.lz)),
+        coarse.part.eq(Mux(carry, Cat(counted.sum[0] | counted.sum[1], counted.sum[2:28]),
+                           (counted.sum[:27] << Cat(Const(0, 2), counted.lz[2:]))[:27])),
+        coarse.fine.eq(Mux(carry, 0, counted.lz[:2])),
+        coarse.exp.eq(Mux(carry, counted.big_exp + 1, counted.big_exp - counted.lz)),
+        coarse.exp_p1.eq(Mux(carry, counted.big_exp + 2, counted.big_exp - counted.lz + 1)),
+        coarse.exact_zero.eq(counted.sum == 0),
+    ]
+    for field in ("sign", *flags):
+        m.d.comb += coarse[field].eq(counted[field])
+    coarse = cut(coarse, "coarse")
+
+    # --- shift: the fine shift (0..3 places) ---------------------------------------------
+    shifted = Signal(data.StructLayout({"kept": 24, "round_up": 1, "round_carry": 1, "exp": 8,
+                                        "exp_p1": 8, "sign": 1, "exact_zero": 1, **flags}),
+                     name=f"{name}_shift_next")
+    norm = Signal(27, name=f"{name}_norm")
+    m.d.comb += [
+        norm.eq((coarse.part << coarse.fine)[:27]),
         # Round to nearest even: the guard bit, and the sticky bits or the kept LSB.
         shifted.kept.eq(norm[3:27]),
         shifted.round_up.eq(norm[2] & (norm[0] | norm[1] | norm[3])),
-        shifted.exp.eq(exp),
-        shifted.exp_p1.eq(Mux(carry, counted.big_exp + 2, counted.big_exp - counted.lz + 1)),
-        shifted.exact_zero.eq(counted.sum == 0),
+        # Rounding up all ones carries out of the significand: known before the increment.
+        shifted.round_carry.eq(norm[2] & norm[3:27].all()),
     ]
-    for field in ("sign", *flags):
-        m.d.comb += shifted[field].eq(counted[field])
+    for field in ("exp", "exp_p1", "sign", "exact_zero", *flags):
+        m.d.comb += shifted[field].eq(coarse[field])
     shifted = cut(shifted, "shift")
 
     # --- round and classes ----------------------------------------------------------------
@@ -376,8 +388,8 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         m.d.comb += [result.zero.eq(1),
                      result.sign.eq(shifted.both_zero & shifted.zero_sign)]
     m.d.comb += [
-        result.sig.eq(Mux(special, 0, Mux(rounded[24], 1 << 23, rounded[:24]))),
-        result.exp.eq(Mux(special, 0, Mux(rounded[24], shifted.exp_p1, shifted.exp))),
+        result.sig.eq(Mux(special, 0, Mux(shifted.round_carry, 1 << 23, rounded[:24]))),
+        result.exp.eq(Mux(special, 0, Mux(shifted.round_carry, shifted.exp_p1, shifted.exp))),
     ]
     with m.If(~special):
         m.d.comb += result.sign.eq(shifted.sign)

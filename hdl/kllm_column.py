@@ -35,10 +35,13 @@ PIPELINE_DEPTHS = {
     3: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
                                   "normalized"),
         "add": ("compare", "mask", "align", "add", "count", "shift"), "output": 3},
+    4: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
+                                  "normalized"),
+        "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3},
 }
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
 #: The depth that closes timing (docs/units/kllm_column.md).
-DEFAULT_PIPELINE = 3
+DEFAULT_PIPELINE = 4
 #: Largest count magnitude for which ``fp32(count)`` is exact (one rounding per product).
 MAX_EXACT_COUNT = 1 << 24
 
@@ -107,7 +110,7 @@ class KllmColumn(wiring.Component):
         Longest reduction that never overflows a bin (lanes, masked ones included), 1..
         (default 4096); the counter's width follows from it, and counts above 2^24 are refused.
     pipeline : int
-        0..3 (default 3, the depth that closes timing): see :data:`PIPELINE_DEPTHS`.
+        0..4 (default 4, the depth that closes timing): see :data:`PIPELINE_DEPTHS`.
 
     Members
     -------
@@ -211,9 +214,19 @@ class KllmColumn(wiring.Component):
         # `outstanding` by a cycle, `ended` and `ended_before` cover the two cycles in which a
         # finished reduction is not yet counted in it.
         clearing = Signal(init=1)     # the codebook is being cleared after reset
-        m.d.comb += self.cb.ready.eq(~clearing & (loading | (~mid_reduction & ~ended
-                                                             & ~ended_before & quiet)))
-        m.d.sync += [ended_before.eq(ended), quiet.eq(outstanding == 0)]
+        # cb.ready is itself a flip-flop (it fans out to the codebook's write enable):
+        # ~clearing & (loading | ~mid_reduction & ~ended & ~ended_before & quiet), loaded
+        # from the next state of each (the *_next signals, set below).
+        cb_ready = Signal()
+        clearing_next, loading_next, mid_next, ended_next = (
+            Signal(name=f"{n}_next") for n in ("clearing", "loading", "mid_reduction", "ended"))
+        quiet_next = outstanding == 0
+        m.d.comb += self.cb.ready.eq(cb_ready)
+        m.d.sync += [
+            ended_before.eq(ended), quiet.eq(quiet_next),
+            cb_ready.eq(~clearing_next & (loading_next | (~mid_next & ~ended_next & ~ended
+                                                          & quiet_next))),
+        ]
         cb_take = self.cb.valid & self.cb.ready
         # i waits while a load is under way, and while a load waits at a reduction boundary
         # (it goes first once the reductions before it are summed).
@@ -231,12 +244,13 @@ class KllmColumn(wiring.Component):
         ]
         i_take = self.i.valid & self.i.ready
         ending = i_take & self.i.payload.last
-        with m.If(i_take):
-            m.d.sync += mid_reduction.eq(~self.i.payload.last)
+        m.d.comb += [mid_next.eq(Mux(i_take, ~self.i.payload.last, mid_reduction)),
+                     ended_next.eq(ending)]
+        m.d.sync += mid_reduction.eq(mid_next)
         # Both counted a cycle late (off the paths from the counter's clock enable through
         # i.ready and from o.ready through the output stages).
         summed_before = Signal()
-        m.d.sync += [ended.eq(ending), summed_before.eq(summed),
+        m.d.sync += [ended.eq(ended_next), summed_before.eq(summed),
                      outstanding.eq(outstanding + ended - summed_before)]
 
         if self.mode == "kk":
@@ -281,22 +295,23 @@ class KllmColumn(wiring.Component):
         write = codebook.write_port()
         write_pointer = Signal(self.idx_bits)
         write_full = Signal()         # every entry of this load is written: ignore the rest
+        m.d.comb += loading_next.eq(Mux(cb_take, ~self.cb.payload.last, loading))
+        m.d.sync += loading.eq(loading_next)
         with m.If(cb_take):
             m.d.sync += [
                 write_pointer.eq(Mux(self.cb.payload.last, 0, write_pointer + 1)),
                 write_full.eq(~self.cb.payload.last
                               & (write_full | (write_pointer == self.bins - 1))),
-                loading.eq(~self.cb.payload.last),
             ]
         writing = cb_take & ~write_full
         # After reset the codebook is cleared to +0.0, one entry per cycle, while cb waits:
         # the counter reads its first bin several cycles after the first beat, bin k at least
         # k cycles later, so no entry is read before it is cleared.
         clear_pointer = Signal(self.idx_bits)
+        m.d.comb += clearing_next.eq(clearing & (clear_pointer != self.bins - 1))
+        m.d.sync += clearing.eq(clearing_next)
         with m.If(clearing):
             m.d.sync += clear_pointer.eq(clear_pointer + 1)
-            with m.If(clear_pointer == self.bins - 1):
-                m.d.sync += clearing.eq(0)
         m.d.comb += [
             write.addr.eq(Mux(clearing, clear_pointer, write_pointer)),
             write.data.eq(Mux(clearing, 0, self.cb.payload.value)),

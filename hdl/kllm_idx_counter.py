@@ -242,9 +242,17 @@ class KllmIdxCounter(wiring.Component):
         # single bank the whole front holds while the bank is read out (`hold`).
         contrib = stream.Signature(unsigned(1)).create(path=("contrib",))
         busy = Signal()               # the readout bank holds a histogram not yet sent
+        # With the pipelined banks `contrib.ready` is the flip-flop `bank_free`, which also
+        # drives the front's clock enable (placed amid the front); `i.ready` is formed from
+        # its inverted copy `bank_held` (kllm_idx_counter_readout.pipelined_banks), so that
+        # the producer's enable is not routed through the front (measured: 6.4 ns of routing
+        # from `bank_free` through the front's enable to kllm_column's buffer, 136 MHz).
+        bank_held = Signal(name="bank_held")
+        pipelined = self.banks > 1 and "readout" in cuts
         front = StallPipeline(m, self.i, contrib, latency=self.front_stages,
                               emit=self.i.payload.last, name="front",
-                              hold=busy if self.banks == 1 else None)
+                              hold=busy if self.banks == 1 else None,
+                              o_ready_copy=~bank_held if pipelined else None)
         # Bubbles (i.valid low) enter with an all-zero mask.
         mask = Mux(self.i.valid, self.i.payload.mask, 0)
         # The four blocks of the paper's counter (the accumulation lives in the bins). With
@@ -372,8 +380,8 @@ class KllmIdxCounter(wiring.Component):
             source = self.o
         if self.banks == 1:
             single_bank(self, rd, front, contrib, parts, source, busy)
-        elif "readout" in cuts:
-            pipelined_banks(self, rd, front, contrib, parts, source, busy)
+        elif pipelined:
+            pipelined_banks(self, rd, front, contrib, parts, source, busy, bank_held)
         else:
             direct_banks(self, rd, front, contrib, parts, source, busy)
         return m

@@ -17,12 +17,47 @@ from .oaken_dequantizer_coo import COO_INDEX_BITS, ENTRY_BITS, predecode, scatte
 from .params import check_int
 from .stream_stage import StallPipeline, check_pipeline, pack_fields
 
-__all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER"]
+__all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER", "ChunkStreams"]
 
 #: Metadata field names of the header, in SPEC order.
 METADATA = ("mid_min", "mid_d", "in_min", "in_d", "out_min", "out_d")
 #: Groups in the order of the metadata pairs.
 GROUPS = ("mid", "in", "out")
+
+
+class ChunkStreams:
+    """The parameters and the three stream layouts of an encoded chunk (SPEC sections 4 and 8):
+    what ``oaken_quantizer`` sends and ``oaken_dequantizer`` takes, checked and built in one
+    place for both ends.
+
+    Attributes: ``lanes``, ``vec_len``, ``data_bits``, ``frac_bits`` (checked: ``ValueError`` /
+    ``TypeError`` naming the parameter, its value and range), ``windows`` (beats per chunk),
+    ``meta_bits`` (``data_bits + frac_bits + 2``), and the layouts ``hdr_layout`` (thresholds,
+    then the six metadata values), ``dense_layout`` (``codes``, L x 4) and ``coo_layout``
+    (``entries`` L x 8, ``count``, ``last``).
+    """
+
+    def __init__(self, *, lanes, vec_len, data_bits, frac_bits):
+        self.vec_len = check_int("vec_len", vec_len, min_value=1, max_value=1 << COO_INDEX_BITS)
+        self.lanes = check_lanes(lanes, self.vec_len)
+        self.data_bits = check_int("data_bits", data_bits, min_value=2, max_value=32)
+        self.frac_bits = check_int("frac_bits", frac_bits, min_value=1, max_value=16)
+        self.windows = self.vec_len // self.lanes
+        self.meta_bits = self.data_bits + self.frac_bits + 2
+        value, meta = signed(self.data_bits), signed(self.meta_bits)
+        self.hdr_layout = data.StructLayout({
+            **{name: value for name in THRESHOLDS},
+            **{name: meta for name in METADATA},
+        })
+        self.dense_layout = data.StructLayout({
+            "codes": data.ArrayLayout(unsigned(4), self.lanes),
+        })
+        self.coo_layout = data.StructLayout({
+            "entries": data.ArrayLayout(unsigned(ENTRY_BITS), self.lanes),
+            "count": unsigned(self.lanes.bit_length()),
+            "last": unsigned(1),
+        })
+
 
 #: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenDequantizer`).
 CUT_ORDER = ("coo", "scatter", "select", "sum", "partial", "offset", "queue")
@@ -160,14 +195,11 @@ class OakenDequantizer(wiring.Component):
 
     def __init__(self, *, lanes=16, vec_len=64, data_bits=16, frac_bits=8,
                  pipeline=DEFAULT_PIPELINE):
-        self.vec_len = check_int("vec_len", vec_len, min_value=1, max_value=1 << COO_INDEX_BITS)
-        self.lanes = check_lanes(lanes, self.vec_len)
-        self.data_bits = check_int("data_bits", data_bits, min_value=2, max_value=32)
-        self.frac_bits = check_int("frac_bits", frac_bits, min_value=1, max_value=16)
+        # Parameters, windows, meta_bits and the input layouts, shared with the quantizer.
+        vars(self).update(vars(ChunkStreams(lanes=lanes, vec_len=vec_len, data_bits=data_bits,
+                                            frac_bits=frac_bits)))
         self.pipeline = check_pipeline(pipeline, max_value=len(CUT_ORDER))
         self.cuts = frozenset(CUT_ORDER[:self.pipeline])
-        self.meta_bits = self.data_bits + self.frac_bits + 2
-        self.windows = self.vec_len // self.lanes
         #: Cycles from a COO transfer to its entries counting for window completeness.
         self.coo_latency = 1 + len(self.cuts & {"coo", "scatter"})
         # A slot is freed one cycle after its final window; the next chunks' COO beats must
@@ -189,18 +221,6 @@ class OakenDequantizer(wiring.Component):
         #: (with ``o.ready`` high).
         self.latency = latency
         value, meta = signed(self.data_bits), signed(self.meta_bits)
-        self.hdr_layout = data.StructLayout({
-            **{name: value for name in THRESHOLDS},
-            **{name: meta for name in METADATA},
-        })
-        self.dense_layout = data.StructLayout({
-            "codes": data.ArrayLayout(unsigned(4), self.lanes),
-        })
-        self.coo_layout = data.StructLayout({
-            "entries": data.ArrayLayout(unsigned(ENTRY_BITS), self.lanes),
-            "count": unsigned(self.lanes.bit_length()),
-            "last": unsigned(1),
-        })
         self.out_layout = data.StructLayout({
             "x": data.ArrayLayout(value, self.lanes),
         })

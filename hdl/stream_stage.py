@@ -232,6 +232,11 @@ class StallPipeline:
         While high, no stage advances (``ce`` low, so ``i.ready`` is low too), whatever the state
         of ``o``: a unit stalls its whole front this way while a resource downstream of the
         pipeline is busy (e.g. a single histogram bank being read out).
+    o_ready_copy : Value, optional
+        A copy of ``o.ready`` (equal to it in every cycle, e.g. from a duplicated flip-flop):
+        ``i.ready`` is then ``~o.valid | o_ready_copy`` (without ``hold``), a gate of its own
+        instead of the ``ce`` net, so that the producer's enable does not wait on the route
+        of a clock enable that fans out to every stage.
 
     Members
     -------
@@ -246,9 +251,12 @@ class StallPipeline:
         (equal to ``valid[k]`` without ``emit``). Use it to gate state updates (accumulators).
     """
 
-    def __init__(self, m, i, o, *, latency, emit=None, name="pipe", hold=None):
+    def __init__(self, m, i, o, *, latency, emit=None, name="pipe", hold=None,
+                 o_ready_copy=None):
         if latency < 1:
             raise ValueError(f"latency must be at least 1, not {latency!r}")
+        if hold is not None and o_ready_copy is not None:
+            raise ValueError("o_ready_copy is for a pipeline without hold")
         self.m = m
         self.latency = latency
         self.ce = Signal(name=f"{name}_ce")
@@ -256,7 +264,7 @@ class StallPipeline:
         advance = ~o.valid | o.ready
         m.d.comb += [
             self.ce.eq(advance if hold is None else advance & ~hold),
-            i.ready.eq(self.ce),
+            i.ready.eq(self.ce if o_ready_copy is None else ~o.valid | o_ready_copy),
         ]
         self.beat = [Signal(name=f"{name}_beat{k}") for k in range(latency)]
         if emit is None:

@@ -263,10 +263,12 @@ BENCH_CONFIGS = {
     # The figure's unsigned X: B's sign bit set by X2 >= 128, corrected through the C port
     # (depth 1: MREG, CREG; the C key is not delayed in fabric).
     "xilinx-w2-unsigned-p1": ("accllm-w2-xilinx-unsigned",
-                              {"cross_products": True, "pipeline": 1}, {}),
+                              {"cross_products": True, "pipeline": 1}, {}, "large"),
     # w8: 1,000,000 random vectors and every corner combination on the xilinx target (depth 2:
     # ADREG and BREG = 1 without AREG / DREG).
-    "xilinx-w8-p2": ("accllm-w8-xilinx", {"pipeline": 2}, {}),
+    "xilinx-w8-p2": ("accllm-w8-xilinx", {"pipeline": 2}, {}, "large"),
+    # The same build at make test's size.
+    "xilinx-w8-p2-100k": ("accllm-w8-xilinx", {"pipeline": 2}, {"QLLM_VECTORS": 100_000}),
     # Accumulation (plus the exhaustive/random products with `last` on every beat).
     "xilinx-w8-acc7": ("accllm-w8-xilinx-acc7", {}, {"QLLM_VECTORS": 100_000}),
     "generic-w8-unsigned-acc4-p1": (None, {"mode": "w8", "x_signed": False, "acc_depth": 4,
@@ -282,9 +284,11 @@ BENCH_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BENCH_CONFIGS))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.large) if BENCH_CONFIGS[name][3:] == ("large",)
+    else name for name in sorted(BENCH_CONFIGS)])
 def test_bench(name):
-    config, params, env = BENCH_CONFIGS[name]
+    config, params, env = BENCH_CONFIGS[name][:3]
     metrics = run_testbench("accllm_dsp_mul", params, config=config, extra_env=env)
     assert metrics["tests"] == 3
     p = metrics["manifest"]["params"]

@@ -122,7 +122,8 @@ BENCH_CONFIGS = [
     # The deepest pipeline (the default, 0, runs in every other configuration).
     pytest.param({"a_bits": 8, "b_bits": 1, "lanes": 3, "pipeline": 2}, 3_000,
                  id="a8b1x3-pipeline2"),
-    pytest.param({"a_bits": 4, "b_bits": 4, "lanes": 4096}, 100, id="kllm-lane-4096"),
+    pytest.param({"a_bits": 4, "b_bits": 4, "lanes": 4096}, 100, marks=pytest.mark.large,
+                 id="kllm-lane-4096"),
 ]
 
 

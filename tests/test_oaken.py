@@ -162,9 +162,10 @@ def test_decomposer_bench(params, beats):
 # without the queue, o.ready on the clock enable).
 DEQUANTIZER_CONFIGS = [
     pytest.param({}, 2000, id="paper-16x64"),
-    pytest.param({"pipeline": 0}, 500, id="paper-16x64-p0"),
+    pytest.param({"pipeline": 0}, 500, marks=pytest.mark.large, id="paper-16x64-p0"),
+    pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 0}, 300, id="4x16-p0"),
     pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 2}, 300, id="4x16-p2"),
-    pytest.param({"lanes": 64}, 300, id="64x64"),
+    pytest.param({"lanes": 64}, 300, marks=pytest.mark.large, id="64x64"),
     pytest.param({"lanes": 1, "vec_len": 4, "data_bits": 4, "frac_bits": 1, "pipeline": 4},
                  300, id="1x4-d4f1-p4"),
     pytest.param({"lanes": 8, "vec_len": 24, "data_bits": 32, "frac_bits": 16, "pipeline": 6},

@@ -239,17 +239,19 @@ BENCH_CONFIGS = [
     pytest.param("orizuru", {"structure": "unrolled", "pipeline": 0}, 1000,
                  id="unrolled-n16-k2-pipeline0"),
     pytest.param("orizuru", {"structure": "unrolled", "n": 64, "k": 4}, 300,
-                 id="unrolled-n64-k4"),
+                 marks=pytest.mark.large, id="unrolled-n64-k4"),
     # The composition of 16-input units: one leaf unit, at the default and the lowest depth;
     # 16 units under a 16-input merge unit; leaf units of 4 exhausted (k = n); and KLLM's
     # 273 units at n = 4096, k = 20 (four input beats per vector).
     pytest.param("orizuru", {"structure": "units"}, 1000, id="units-n16-k2"),
     pytest.param("orizuru", {"structure": "units", "pipeline": 0}, 500,
                  id="units-n16-k2-pipeline0"),
-    pytest.param("orizuru", {"structure": "units", "n": 256, "k": 20}, 300, id="units-n256-k20"),
+    pytest.param("orizuru", {"structure": "units", "n": 256, "k": 20}, 300,
+                 marks=pytest.mark.large, id="units-n256-k20"),
     pytest.param("orizuru", {"structure": "units", "n": 64, "k": 64, "pipeline": 0}, 100,
                  id="units-n64-k64-pipeline0"),
-    pytest.param("orizuru", {"n": 4096, "k": 20}, 200, id="kllm-4096-k20"),
+    pytest.param("orizuru", {"n": 4096, "k": 20}, 200, marks=pytest.mark.large,
+                 id="kllm-4096-k20"),
     pytest.param("orizuru_scan", {}, 2000, id="scan-baseline-n16-k2"),
     pytest.param("orizuru_scan", {"pipeline": 0}, 1000, id="scan-baseline-n16-k2-pipeline0"),
 ]

@@ -260,7 +260,8 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
 
 
 def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, sim=None,
-                  waves=None, extra_env=None, name=None, mutation=None, test_module=None):
+                  waves=None, extra_env=None, name=None, mutation=None, test_module=None,
+                  test_filter=None):
     """Build (or reuse) the unit and run its cocotb test bench; return the metrics it wrote.
 
     Parameters
@@ -271,6 +272,9 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
         Parameter overrides.
     testcase : str or list of str
         Restrict to these cocotb tests (default: all in the unit's test module).
+    test_filter : str
+        Restrict to the cocotb tests whose full names match this regular expression (what a
+        parametrized test needs: its names end in ``/parameter=value``).
     seed : int
         Random seed (default: ``QLLM_SEED`` or 1); printed by the bench to reproduce a failure.
     extra_env : dict
@@ -296,7 +300,8 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
                                              mutation=mutation)
     test_module = test_module or UNITS[unit].testbench
     seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
-    label = name or (testcase if isinstance(testcase, str) else "all")
+    label = name or (testcase if isinstance(testcase, str) else "filtered" if test_filter
+                     else "all")
     test_dir = build_dir / "runs" / f"{label}-seed{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
@@ -317,6 +322,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
                 build_dir=build_dir,
                 test_dir=test_dir,
                 testcase=testcase,
+                test_filter=test_filter,
                 seed=seed,
                 extra_env=env,
                 results_xml=str(results),
