@@ -239,12 +239,13 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     register) and the number of registers inserted.
 
     Steps: (compare) the exponent comparison and both saturated exponent differences; (mask)
-    the operands ordered by exponent, and the significand bits that the shift moves out; (align) the other significand shifted right by
-    it into 27 bits, the bits shifted out ORed into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two differences
-    (computed side by side: only equal exponents can give a negative one); (count) its leading
-    zeros; (coarse, shift) normalized to 27 bits, one place right after a carry or left by the
-    count, in two steps: by its multiple of 4, then by the rest (a left shift of two or more
-    places only follows an exact difference); then rounding to 24
+    the operands ordered by exponent, and the significand bits that the shift moves out;
+    (align) the other significand shifted right by it into 27 bits, the bits shifted out ORed
+    into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two
+    differences (computed side by side: only equal exponents can give a negative one); (count)
+    its leading zeros; (coarse, shift) normalized to 27 bits, one place right after a carry or
+    left by the count, in two steps: by its multiple of 4, then by the rest (a left shift of
+    two or more places only follows an exact difference); then rounding to 24
     bits and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand
     is NaN or for ``inf - inf``, else an infinity if an operand is infinite. An exact
     cancellation gives +0; ``-0 + -0`` gives -0.

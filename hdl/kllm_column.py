@@ -40,7 +40,7 @@ PIPELINE_DEPTHS = {
         "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3},
 }
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
-#: The depth that closes timing (docs/units/kllm_column.md).
+#: The default depth: the highest Fmax measured (docs/units/kllm_column.md).
 DEFAULT_PIPELINE = 4
 #: Largest count magnitude for which ``fp32(count)`` is exact (one rounding per product).
 MAX_EXACT_COUNT = 1 << 24
@@ -92,7 +92,7 @@ class KllmColumn(wiring.Component):
     reduction overlaps the counting of the next. The weighted sum of a reduction whose
     histogram has ``z`` non-zero bins takes about ``2**bits + (add_cycles - 1) * z`` cycles;
     reductions of at least that many beats stream with no stall (with every bin non-zero,
-    ``add_cycles * 2**bits`` beats: 1,792 for 256 bins at the default depth; 112 for the 16
+    ``add_cycles * 2**bits`` beats: 2,048 for 256 bins at the default depth; 128 for the 16
     bins of ik mode). Shorter ones keep the adder busy: results back to back.
 
     Parameters
@@ -110,7 +110,7 @@ class KllmColumn(wiring.Component):
         Longest reduction that never overflows a bin (lanes, masked ones included), 1..
         (default 4096); the counter's width follows from it, and counts above 2^24 are refused.
     pipeline : int
-        0..4 (default 4, the depth that closes timing): see :data:`PIPELINE_DEPTHS`.
+        0..4 (default 4, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
 
     Members
     -------
@@ -119,8 +119,8 @@ class KllmColumn(wiring.Component):
         1, 2... from the first beat after reset or after a ``last`` beat; beats past the final
         entry before ``last`` are ignored, a ``last`` before it leaves the later entries as
         they were. After reset the unit clears the codebook to +0.0 in ``2**bits`` cycles
-        (``cb`` waits meanwhile; reductions may start at once). A load is accepted only between reductions, once every reduction accepted
-        before it has been summed; while a load is under way (after its first beat, up to its
+        (``cb`` waits meanwhile; reductions may start at once). A load is accepted only
+        between reductions, once every reduction accepted before it has been summed; while a load is under way (after its first beat, up to its
         ``last``), ``i`` is not accepted, and a load waiting at a reduction boundary goes first.
     i : ``In(stream.Signature(in_layout))``
         ``a`` (n_inputs x a_bits), ``b`` (n_inputs x b_bits, kk) or ``weight`` (n_inputs x

@@ -207,8 +207,8 @@ class OakenQuantizer(wiring.Component):
     to its first ``dense`` beat being valid, with the outputs ready and the unit otherwise idle
     (5 at ``pipeline=0``, 19 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
     ``hdr`` is valid no later, and a COO beat one cycle after the ``dense`` beat of the window
-    that completes it. One beat per cycle in and out at every depth. ``i.ready`` and every output's ``valid`` are flip-flops; the outputs'
-    payloads are queue reads.
+    that completes it. One beat per cycle in and out at every depth. ``i.ready`` and every
+    output's ``valid`` are flip-flops; the outputs' payloads are queue reads.
 
     Raises
     ------
