@@ -175,8 +175,8 @@ class OakenQuantizer(wiring.Component):
            zero-remove shifts are registered before the code search.
         3. ``code``: a register after each of the first three code-search steps (and the
            COO compaction and rotation levels beside them).
-        4. ``stats``: the chunk statistics (span, min + max, flags) are registered before
-           ``15 (min + max)`` and the division.
+        4. ``stats``: the chunk statistics (span, min + max, flags, min, thresholds) are
+           registered before the statistics queue and the division.
         5. ``meta``: a register after each adder of the division by 15.
         6. ``classify``: the composed decomposer at its ``pipeline=1``.
         7. ``abs``: ``v``, the sign and the group are registered before the trees and the
@@ -205,7 +205,7 @@ class OakenQuantizer(wiring.Component):
 
     Latency and throughput: ``latency`` cycles from the transfer of a chunk's last input beat
     to its first ``dense`` beat being valid, with the outputs ready and the unit otherwise idle
-    (5 at ``pipeline=0``, 19 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
+    (5 at ``pipeline=0``, 20 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
     ``hdr`` is valid no later, and a COO beat one cycle after the ``dense`` beat of the window
     that completes it. One beat per cycle in and out at every depth. ``i.ready`` and every
     output's ``valid`` are flip-flops; the outputs' payloads are queue reads.
@@ -243,9 +243,11 @@ class OakenQuantizer(wiring.Component):
         # the accumulators.
         W = self.windows
         self.chunk_levels = max(1, (W - 1).bit_length()) if W <= BEAT_TREE_MAX else 1
-        self.front_latency = (("hold" in cuts) + 1 + self.decomposer_pipeline + ("abs" in cuts)
-                              + len(self.tree_levels) + self.pair_cut + self.chunk_levels)
         stats_cut = int("stats" in cuts)
+        # (the "stats" cut registers the chunk's statistics before their queue and the header)
+        self.front_latency = (("hold" in cuts) + 1 + self.decomposer_pipeline + ("abs" in cuts)
+                              + len(self.tree_levels) + self.pair_cut + self.chunk_levels
+                              + stats_cut)
         meta_cuts = len(self.div15[1]) if "meta" in cuts else 0
         #: Registers of the coding pipeline (issue to the dense / COO queues).
         self.code_latency = (("fetch" in cuts) + ("select" in cuts) + 3 * ("code" in cuts)
@@ -255,7 +257,7 @@ class OakenQuantizer(wiring.Component):
         self.latency = to_stats + self.code_latency + queue_latency
         self.buffer_depth = W + to_stats
         self.stats_depth = 1 + -(-self.buffer_depth // W)
-        to_hdr = self.front_latency + stats_cut + meta_cuts + queue_latency
+        to_hdr = self.front_latency + meta_cuts + queue_latency
         # (+1: the outputs return their credits a cycle late.)
         self.hdr_depth = max(2, -(-(to_hdr + 1) // W) + 1) + 1
         self.pre_depth = self.code_latency + queue_latency + 2
@@ -540,21 +542,21 @@ class OakenQuantizer(wiring.Component):
             stats.update({f"{g}_span": span, f"{g}_sum": both, f"{g}_min": minimum,
                           f"{g}_zero": ~present | (low == high)})
         meta_cut = "meta" in cuts
-        fin = _Stages(m, chunk_valid,
-                      depth=("stats" in cuts) + (len(self.div15[1]) if meta_cut else 0),
+        # The statistics (span, sum, zero flags, min, the chunk's thresholds) are registered
+        # (cut "stats": the subtraction and the equality after the last level of the chunk's
+        # tree measured 6.9 ns into the queue's LUT RAM on ECP5), then the coding constants
+        # go to their queue and the header's inputs to the division.
+        if "stats" in cuts:
+            stats = {key: _register(m, value, f"stats_{key}") for key, value in stats.items()}
+            chunk_valid = _register(m, chunk_valid, "stats_valid", reset=True)
+        fin = _Stages(m, chunk_valid, depth=len(self.div15[1]) if meta_cut else 0,
                       name="chunk")
-        # The coding constants go to their queue at once; the header's inputs are registered
-        # first (cut "stats") on their way to the division.
         constants = {key: stats[key] for key in ("total", *(f"{g}_{name}" for g, _ in GROUPS
                                                             for name in ("sum", "span", "zero")))}
         m.d.comb += [
             cst.w_en.eq(chunk_valid),
             cst.w_data.eq(pack_fields(self.stats_layout, constants)),
         ]
-        stats = fin.cut({key: stats[key] for key in (*THRESHOLDS,
-                                                      *(f"{g}_{name}" for g, _ in GROUPS
-                                                        for name in ("span", "min")))},
-                        "stats" in cuts, "stats")
         # Header: min_fx = min * 2^F; d_fx = floor((span 2^F + 7) / 15).
         n_max = (self.span_max << F) + 7
         steps = fin.stage_fn(meta_cut)
@@ -619,16 +621,23 @@ class OakenQuantizer(wiring.Component):
         # Zero-remove shifts: per entry the number of unflagged lanes below it, from a prefix
         # count whose levels are split around the "select" cut.
         split = (lb + 1) // 2
+        # The beat's outlier count `n` from a prefix count of the flags of its own (only its
+        # top sum is kept), split the same way: `L - zeros` put a subtraction after the
+        # prefix's last levels (measured 7.1 ns on ECP5).
         zeros = prefix_count(m, [~flag for flag in lanes["flag"]], width=lb + 1,
                              levels=range(split), name="coo_prefix")
-        beat = {**lanes, "zeros": zeros, "first": first_w, "last": last_w,
+        ones = prefix_count(m, lanes["flag"], width=lb + 1, levels=range(split),
+                            name="coo_ones")
+        beat = {**lanes, "zeros": zeros, "ones": ones, "first": first_w, "last": last_w,
                 "total": chunk.total}
         beat = back.cut(beat, "select" in cuts, "select")
         zeros = prefix_count(m, beat.pop("zeros"), width=lb + 1, levels=range(split, lb),
                              name="coo_prefix")
+        ones = prefix_count(m, beat.pop("ones"), width=lb + 1, levels=range(split, lb),
+                            name="coo_ones")
         beat["shift"] = [Const(0, max(1, lb))] + [z[:max(1, lb)] for z in zeros[:-1]]
         beat["n"] = Signal(range(L + 1), name="coo_n")
-        m.d.comb += beat["n"].eq(L - zeros[-1])
+        m.d.comb += beat["n"].eq(ones[-1])
 
         # The code search; beside it the COO side: the fill position (after the first cut),
         # the compaction, then the rotation.

@@ -51,15 +51,16 @@ def test_invalid_parameters_name_the_parameter(kwargs, error, message):
 
 #: Cycles each cut adds to the latency at 16 lanes (docs/units/oaken_quantizer.md, Latency):
 #: ``code`` three registers, ``tree`` one per tree level (4 at 16 lanes) and one for the pairs'
-#: comparisons, ``meta`` none (the header path only).
-ADDED = {"fetch": 1, "select": 1, "code": 3, "stats": 0, "meta": 0, "classify": 1, "abs": 1,
+#: comparisons, ``stats`` one (before the statistics queue), ``meta`` none (the header path
+#: only).
+ADDED = {"fetch": 1, "select": 1, "code": 3, "stats": 1, "meta": 0, "classify": 1, "abs": 1,
          "tree": 5, "hold": 1, "out": 1}
 
 
 def test_latency_follows_pipeline():
     # pipeline=0: decomposer output register, the two levels of the tree over a chunk's four
-    # beats, two queues (statistics, dense). The statistics and metadata cuts delay only the
-    # header, which is ready before the first dense beat.
+    # beats, two queues (statistics, dense). The metadata cuts delay only the header, which is
+    # ready before the first dense beat.
     expected = [5]
     for cut in CUT_ORDER:
         expected.append(expected[-1] + ADDED[cut])
