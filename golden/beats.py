@@ -594,25 +594,8 @@ def _quantize_any_order(x, thresholds, frac_bits, data_bits, vec_len):
     """:func:`golden.oaken.quantize_vector`, and for misordered thresholds the same coding of
     the groups that ``decompose(..., check_order=False)`` gives (the decomposer's priority
     order: what ``oaken_quantizer`` does with a chunk whose first beat carries them)."""
-    from .oaken import INNER, MIDDLE, OUTER, OakenChunk, OakenMeta, _group_codes, _meta_fx
-    from .oaken import pack_coo
-
-    t = tuple(int(v) for v in thresholds)
-    if t[0] <= t[1] <= t[2] <= t[3]:
-        return quantize_vector(x, t, frac_bits, data_bits, vec_len)
-    parts = decompose(x, t, data_bits, check_order=False)
-    group = parts["group"]
-    s = parts["inlier"] + parts["outlier"]
-    mag = np.abs(s)
-    mid_q, mid_lo, mid_hi = _group_codes(s, group == MIDDLE)
-    in_q, in_lo, in_hi = _group_codes(mag, group == INNER)
-    out_q, out_lo, out_hi = _group_codes(mag, group == OUTER)
-    index = np.flatnonzero(group != MIDDLE)
-    coo = pack_coo(index, (group[index] == OUTER).astype(np.int64),
-                   (s[index] < 0).astype(np.int64))
-    meta = OakenMeta(*_meta_fx(mid_lo, mid_hi, frac_bits), *_meta_fx(in_lo, in_hi, frac_bits),
-                     *_meta_fx(out_lo, out_hi, frac_bits))
-    return OakenChunk((mid_q | in_q | out_q).astype(np.uint8), coo, meta)
+    return quantize_vector(x, tuple(int(v) for v in thresholds), frac_bits, data_bits, vec_len,
+                           check_order=False)
 
 
 def _coo_full_beats(coo, lanes):

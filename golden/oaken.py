@@ -253,7 +253,7 @@ def _meta_fx(vmin, vmax, frac_bits):
     return vmin << frac_bits, (span * (1 << (frac_bits + 1)) + 15) // 30
 
 
-def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64):
+def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64, check_order=True):
     """Encode one chunk: grouping, group shift, 4-bit codes, fused dense-and-sparse encoding.
 
     Oaken section 4.3-4.5 (Eq. 2-4, Fig. 7); SPEC section 4. Middle: asymmetric 4-bit codes over
@@ -273,6 +273,11 @@ def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64):
         2..32.
     vec_len : int
         Chunk length, 1..64.
+    check_order : bool
+        Refuse misordered thresholds (default). With False, values are grouped in
+        :func:`decompose`'s priority order (outer upper, outer lower, inner, middle) and coded
+        by the rules above for those groups: what ``oaken_quantizer`` does with a chunk whose
+        thresholds are misordered.
 
     Returns
     -------
@@ -288,7 +293,7 @@ def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64):
     x = np.asarray(x)
     if x.shape != (vec_len,):
         raise ValueError(f"x must have shape ({vec_len},) (vec_len), not {x.shape}")
-    parts = decompose(x, thresholds, data_bits)
+    parts = decompose(x, thresholds, data_bits, check_order=check_order)
     group = parts["group"]
     s = parts["inlier"] + parts["outlier"]
     mag = np.abs(s)

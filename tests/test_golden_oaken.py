@@ -178,6 +178,26 @@ def test_quantize_hand_chunk_all_groups():
     assert dequantize_vector(c.dense, c.coo, c.meta, TH).tolist() == x
 
 
+def test_quantize_misordered_thresholds_refused_or_grouped_by_priority():
+    # t_lo_o = 100 > t_hi_o = -100: refused by default. With check_order=False the decomposer's
+    # priority order groups every value here as outer: 5 and 50 upper (s = x + 100: 105, 150),
+    # -150 lower (s = -150 - 100 = -250); |s| 105..250, span 145.
+    t = (100, -10, 10, -100)
+    with pytest.raises(ValueError, match="t_lo_o"):
+        quantize_vector([5, -150, 50], t, vec_len=3)
+    c = quantize_vector([5, -150, 50], t, vec_len=3, check_order=False)
+    # codes floor((30 (v - 105) + 145) / 290): 0, 15, 5
+    assert c.dense.tolist() == [0, 15, 5]
+    assert [unpack(e) for e in c.coo] == [(0, OUTER, 0), (1, OUTER, 1), (2, OUTER, 0)]
+    # out_min = 105 * 256; out_d = round_half_up(145 * 256 / 15) = 2475; the others empty
+    assert c.meta == OakenMeta(0, 0, 0, 0, 26880, 2475)
+    # ordered thresholds: the same result either way
+    ordered = quantize_vector([5, -150, 50], TH, vec_len=3)
+    unchecked = quantize_vector([5, -150, 50], TH, vec_len=3, check_order=False)
+    assert unchecked.dense.tolist() == ordered.dense.tolist()
+    assert unchecked.coo.tolist() == ordered.coo.tolist() and unchecked.meta == ordered.meta
+
+
 def test_quantize_rounds_half_up():
     # middle s = 1, 2, 31: d = 2, (2 - 1) / 2 = 0.5 -> code 1
     c = quantize_vector([11, 12, 41], TH, vec_len=3)
