@@ -590,14 +590,6 @@ __all__.append("kllm_column")
 # --------------------------------------------------------------------------- oaken_quantizer
 
 
-def _quantize_any_order(x, thresholds, frac_bits, data_bits, vec_len):
-    """:func:`golden.oaken.quantize_vector`, and for misordered thresholds the same coding of
-    the groups that ``decompose(..., check_order=False)`` gives (the decomposer's priority
-    order: what ``oaken_quantizer`` does with a chunk whose first beat carries them)."""
-    return quantize_vector(x, tuple(int(v) for v in thresholds), frac_bits, data_bits, vec_len,
-                           check_order=False)
-
-
 def _coo_full_beats(coo, lanes):
     """A chunk's COO entries as the quantizer packs them: ``(entries, count, last)`` rows, every
     beat full but the final one, one empty ``last`` beat for a chunk without outliers;
@@ -647,8 +639,9 @@ def _quantizer_expected(p, inputs):
     for c in range(chunks):
         first = c * windows                          # the chunk's thresholds: its first beat's
         thresholds = tuple(int(i[name][first]) for name in _THRESHOLDS)
-        chunk = _quantize_any_order(x[first:first + windows].ravel(), thresholds, frac, bits,
-                                    vec_len)
+        # Misordered thresholds are coded in the decomposer's priority order, as the unit does.
+        chunk = quantize_vector(x[first:first + windows].ravel(), thresholds, frac, bits,
+                                vec_len, check_order=False)
         for name, value in zip(_THRESHOLDS + _META, thresholds + tuple(chunk.meta)):
             hdr[name][c] = value
         dense.append(np.asarray(chunk.dense, np.int64).reshape(windows, lanes))
