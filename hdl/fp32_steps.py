@@ -32,8 +32,9 @@ FP32_UNPACKED = data.StructLayout({
 FP16_NAN = 0x7E00
 
 #: Optional registers of the adder, in step order (after the exponent comparison, the sticky
-#: mask, the alignment shift, the addition, the leading-zero count, the normalization shift).
-ADD_CUTS = ("compare", "mask", "align", "add", "count", "coarse", "shift")
+#: mask, the alignment shift, the addition, the leading-zero count's per-group flags, the
+#: count, the normalization shift by the count's multiple of 4, the rest of the shift).
+ADD_CUTS = ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift")
 #: Optional registers of the product (after the count's magnitude, after the leading-zero
 #: counts, before the multiplier, inside its adder tree, after it, after the round decision).
 PRODUCT_CUTS = ("magnitude", "leading", "operands", "partial", "product", "normalized")
@@ -200,21 +201,31 @@ def count_times_fp16(m, count, count_signed, cb_bits, *, cuts, ce, name="product
     return result, registers
 
 
-def _leading_zeros_by_nibble(m, value, name):
-    """Leading zero bits of ``value`` (5 bits; all ones for 0): each 4-bit group's own count
-    and whether it is non-zero (one LUT each), then the count of the first non-zero group from
-    the top (a priority selection). Shallower than the binary tree of
-    :func:`~hdl.fp16_mac_formats.leading_zeros` (the adder's count step)."""
+#: The leading-zero count's 4-bit groups over the adder's 27-bit window (zeros padded below).
+LZ_GROUPS = 7
+
+
+def _nibble_flags(value):
+    """Per 4-bit group of ``value`` (27 bits, zeros padded below to 28), from the top: whether
+    it is non-zero and its own leading-zero count (2 bits); one LUT each. Returns ``(any,
+    within)`` as :data:`LZ_GROUPS` and ``2 * LZ_GROUPS`` bits, group 0 the top one."""
     value = Value.cast(value)
-    width = -(-len(value) // 4) * 4
-    padded = Cat(Const(0, width - len(value)), value)           # zeros below
-    groups = [padded[k:k + 4] for k in range(width - 4, -1, -4)]  # from the top
+    padded = Cat(Const(0, 4 * LZ_GROUPS - len(value)), value)
+    groups = [padded[k:k + 4] for k in range(4 * LZ_GROUPS - 4, -1, -4)]
+    return (Cat(group.any() for group in groups),
+            Cat(Mux(group[3], 0, Mux(group[2], 1, Mux(group[1], 2, 3)))[:2]
+                for group in groups))
+
+
+def _first_group_count(m, any_group, within, name):
+    """Leading zero bits (5 bits; all ones for 0) from :func:`_nibble_flags`: the count of the
+    first non-zero group from the top (a priority selection). Shallower than the binary tree of
+    :func:`~hdl.fp16_mac_formats.leading_zeros` (the adder's count step)."""
     count = Signal(5, name=name)
     m.d.comb += count.eq(31)
-    for index, group in reversed(list(enumerate(groups))):
-        within = Mux(group[3], 0, Mux(group[2], 1, Mux(group[1], 2, 3)))
-        with m.If(group.any()):
-            m.d.comb += count.eq(4 * index + within)
+    for index in reversed(range(LZ_GROUPS)):
+        with m.If(any_group[index]):
+            m.d.comb += count.eq(4 * index + within[2 * index:2 * index + 2])
     return count
 
 
@@ -242,11 +253,12 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     the operands ordered by exponent, and the significand bits that the shift moves out;
     (align) the other significand shifted right by it into 27 bits, the bits shifted out ORed
     into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two
-    differences (computed side by side: only equal exponents can give a negative one); (count)
-    its leading zeros; (coarse, shift) normalized to 27 bits, one place right after a carry or
-    left by the count, in two steps: by its multiple of 4, then by the rest (a left shift of
-    two or more places only follows an exact difference); then rounding to 24
-    bits and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand
+    differences (computed side by side: only equal exponents can give a negative one); (groups)
+    each 4-bit group's non-zero flag and leading zeros; (count) the sum's leading zeros, from
+    the first non-zero group; (coarse, shift) normalized to 27 bits, one place right after a
+    carry or left by the count, in two steps: by its multiple of 4, then by the rest (a left
+    shift of two or more places only follows an exact difference); then rounding to 24 bits
+    and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand
     is NaN or for ``inf - inf``, else an infinity if an operand is infinite. An exact
     cancellation gives +0; ``-0 + -0`` gives -0.
     """
@@ -334,12 +346,23 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         m.d.comb += total[field].eq(align[field])
     total = cut(total, "add")
 
-    # --- count ----------------------------------------------------------------------------
+    # --- groups: each 4-bit group's non-zero flag and own leading-zero count -------------
+    grouped = Signal(data.StructLayout({"sum": 28, "any": LZ_GROUPS, "within": 2 * LZ_GROUPS,
+                                        "big_exp": 8, "sign": 1, **flags}),
+                     name=f"{name}_groups_next")
+    any_group, within = _nibble_flags(total.sum[:27])
+    m.d.comb += [grouped.any.eq(any_group), grouped.within.eq(within)]
+    for field in ("sum", "big_exp", "sign", *flags):
+        m.d.comb += grouped[field].eq(total[field])
+    grouped = cut(grouped, "groups")
+
+    # --- count: the first non-zero group's count --------------------------------------------
     counted = Signal(data.StructLayout({"sum": 28, "lz": 5, "big_exp": 8, "sign": 1,
                                         **flags}), name=f"{name}_count_next")
-    m.d.comb += counted.lz.eq(_leading_zeros_by_nibble(m, total.sum[:27], f"{name}_lz"))
+    m.d.comb += counted.lz.eq(_first_group_count(m, grouped.any, grouped.within,
+                                                 f"{name}_lz"))
     for field in ("sum", "big_exp", "sign", *flags):
-        m.d.comb += counted[field].eq(total[field])
+        m.d.comb += counted[field].eq(grouped[field])
     counted = cut(counted, "count")
 
     # --- coarse: the left shift by the count's multiple of 4 (after a carry: the right shift

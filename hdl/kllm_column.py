@@ -38,10 +38,14 @@ PIPELINE_DEPTHS = {
     4: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
                                   "normalized"),
         "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3},
+    5: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
+                                  "normalized"),
+        "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
+        "output": 3},
 }
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
 #: The default depth: the highest Fmax measured (docs/units/kllm_column.md).
-DEFAULT_PIPELINE = 4
+DEFAULT_PIPELINE = 5
 #: Largest count magnitude for which ``fp32(count)`` is exact (one rounding per product).
 MAX_EXACT_COUNT = 1 << 24
 
@@ -92,7 +96,7 @@ class KllmColumn(wiring.Component):
     reduction overlaps the counting of the next. The weighted sum of a reduction whose
     histogram has ``z`` non-zero bins takes about ``2**bits + (add_cycles - 1) * z`` cycles;
     reductions of at least that many beats stream with no stall (with every bin non-zero,
-    ``add_cycles * 2**bits`` beats: 2,048 for 256 bins at the default depth; 128 for the 16
+    ``add_cycles * 2**bits`` beats: 2,304 for 256 bins at the default depth; 144 for the 16
     bins of ik mode). Shorter ones keep the adder busy: results back to back.
 
     Parameters
@@ -110,7 +114,7 @@ class KllmColumn(wiring.Component):
         Longest reduction that never overflows a bin (lanes, masked ones included), 1..
         (default 4096); the counter's width follows from it, and counts above 2^24 are refused.
     pipeline : int
-        0..4 (default 4, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
+        0..5 (default 5, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
 
     Members
     -------
@@ -120,8 +124,9 @@ class KllmColumn(wiring.Component):
         entry before ``last`` are ignored, a ``last`` before it leaves the later entries as
         they were. After reset the unit clears the codebook to +0.0 in ``2**bits`` cycles
         (``cb`` waits meanwhile; reductions may start at once). A load is accepted only
-        between reductions, once every reduction accepted before it has been summed; while a load is under way (after its first beat, up to its
-        ``last``), ``i`` is not accepted, and a load waiting at a reduction boundary goes first.
+        between reductions, once every reduction accepted before it has been summed; while a
+        load is under way (after its first beat, up to its ``last``), ``i`` is not accepted,
+        and a load waiting at a reduction boundary goes first.
     i : ``In(stream.Signature(in_layout))``
         ``a`` (n_inputs x a_bits), ``b`` (n_inputs x b_bits, kk) or ``weight`` (n_inputs x
         signed weight_bits, ik), ``mask`` (n_inputs; 0: the lane counts nothing), ``last``.

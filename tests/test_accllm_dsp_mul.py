@@ -257,9 +257,11 @@ BENCH_CONFIGS = {
     # target and on the xilinx target through the DSP48E2 model.
     "generic-w4-p0": (None, {"pipeline": 0}, {}),
     "xilinx-w4": ("accllm-w4-xilinx", {}, {}),
-    "generic-w2": (None, {"mode": "w2", "cross_products": True}, {}),
+    # (make test runs w2 exhaustively at 5-bit X, the x5 configurations below; the 8-bit
+    # exhaustive runs are in make test-large.)
+    "generic-w2": (None, {"mode": "w2", "cross_products": True}, {}, "large"),
     # Depth 0: PREG only, C and OPMODE combinational.
-    "xilinx-w2-p0": ("accllm-w2-xilinx", {"cross_products": True, "pipeline": 0}, {}),
+    "xilinx-w2-p0": ("accllm-w2-xilinx", {"cross_products": True, "pipeline": 0}, {}, "large"),
     # The figure's unsigned X: B's sign bit set by X2 >= 128, corrected through the C port
     # (depth 1: MREG, CREG; the C key is not delayed in fabric).
     "xilinx-w2-unsigned-p1": ("accllm-w2-xilinx-unsigned",
@@ -268,16 +270,18 @@ BENCH_CONFIGS = {
     # ADREG and BREG = 1 without AREG / DREG).
     "xilinx-w8-p2": ("accllm-w8-xilinx", {"pipeline": 2}, {}, "large"),
     # The same build at make test's size.
-    "xilinx-w8-p2-100k": ("accllm-w8-xilinx", {"pipeline": 2}, {"QLLM_VECTORS": 100_000}),
+    "xilinx-w8-p2-100k": ("accllm-w8-xilinx", {"pipeline": 2}, {"QLLM_VECTORS": 100_000},
+                          "large"),
     # Accumulation (plus the exhaustive/random products with `last` on every beat).
     "xilinx-w8-acc7": ("accllm-w8-xilinx-acc7", {}, {"QLLM_VECTORS": 100_000}),
     "generic-w8-unsigned-acc4-p1": (None, {"mode": "w8", "x_signed": False, "acc_depth": 4,
-                                           "pipeline": 1}, {"QLLM_VECTORS": 100_000}),
+                                           "pipeline": 1}, {"QLLM_VECTORS": 100_000},
+                                    "large"),
     # Narrow activations: the C-port correction for 5-bit X, accumulating through W = C, Z = P,
     # at depths 0 and 1 (OPMODE and C combinational; registered, without fabric delay) and 3
     # (xilinx-w8-acc7: two fabric stages in front of CREG / OPMODEREG).
     "xilinx-w2-x5-acc15-p0": (None, {**X5_W2, "acc_depth": 15, "pipeline": 0}, {}),
-    "xilinx-w2-x5-acc15-p1": (None, {**X5_W2, "acc_depth": 15, "pipeline": 1}, {}),
+    "xilinx-w2-x5-acc15-p1": (None, {**X5_W2, "acc_depth": 15, "pipeline": 1}, {}, "large"),
     # ECP5: the operands in the MULT18X18D's input registers (verif/models/MULT18X18D.v).
     "ecp5-w4-acc3-p2": (None, {"target": "ecp5", "acc_depth": 3, "pipeline": 2}, {}),
     "ice40-w4": ("accllm-w4-ice40", {}, {}),
@@ -337,13 +341,13 @@ def _mult_input_register_ignores_stalls(text):
 
 
 @pytest.mark.parametrize("mutation,params,tests,message", [
-    (_drop_rounding_half, {"mode": "w2", "target": "xilinx", "cross_products": True},
-     ["random_backpressure"], r"mismatches in field p11"),
+    pytest.param(_drop_rounding_half, {"mode": "w2", "target": "xilinx", "cross_products": True},
+                 ["random_backpressure"], r"mismatches in field p11", marks=pytest.mark.large),
     (_wrong_correction, {"mode": "w2", "target": "xilinx", "cross_products": True},
      ["random_backpressure"], r"mismatches in field p(12|22)"),
     # (P then changes under a stalled output: the stream monitor's protocol check fires.)
-    (_p_register_takes_bubbles, {**X5_W2, "acc_depth": 15}, ["accumulation"],
-     r"mismatches in field|payload changed"),
+    pytest.param(_p_register_takes_bubbles, {**X5_W2, "acc_depth": 15}, ["accumulation"],
+                 r"mismatches in field|payload changed", marks=pytest.mark.large),
     (_mult_input_register_ignores_stalls, {"target": "ecp5"}, ["random_backpressure"],
      r"mismatches in field|payload changed"),
 ])

@@ -329,9 +329,9 @@ def test_bench(pipeline):
     # Lowest and default depth, each under random backpressure (valid p = 0.7, ready p = 0.6
     # in random_dot_products_backpressure; 0.9/0.8 in directed_special_cases), bit-exact.
     metrics = run_testbench("fp16_mac", {"pipeline": pipeline},
-                            extra_env={"QLLM_BEATS": 100_000})
+                            extra_env={"QLLM_BEATS": 30_000})
     assert metrics["tests"] == 3
-    assert metrics["random_dot_products_backpressure"]["beats"] == 100_000
+    assert metrics["random_dot_products_backpressure"]["beats"] == 30_000
     assert metrics["full_rate_latency"]["cycles_per_beat"] == 1.0
     # The measured latency is the manifest's (the bench checks every result against it) and
     # the component's attribute.
@@ -363,7 +363,8 @@ def _drop_sticky(text):
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation,failure", [
     (("truncate", _truncate), r"results differ"),
-    (("nosticky", _drop_sticky), r"results differ"),
+    pytest.param(("nosticky", _drop_sticky), r"results differ", marks=pytest.mark.large,
+                 id="no-sticky"),
     (("nostall", _never_stall), r"payload changed|valid fell|beats arrived|beats received"),
 ], ids=["truncation", "no-sticky", "lost-results"])
 def test_bench_fails_on_broken_rtl(mutation, failure):

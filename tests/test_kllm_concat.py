@@ -116,7 +116,7 @@ def test_verilog_is_reproducible_and_has_no_paths():
 # --- cocotb bench on Verilator --------------------------------------------------------------
 
 BENCH_CONFIGS = [
-    pytest.param({}, 10_000, id="default-a4b4x16"),
+    pytest.param({}, 3_000, id="default-a4b4x16"),
     pytest.param({"a_bits": 3, "b_bits": 4, "lanes": 16}, 3_000, id="kllm-a3"),
     pytest.param({"a_bits": 1, "b_bits": 8, "lanes": 1}, 3_000, id="a1b8x1"),
     # The deepest pipeline (the default, 0, runs in every other configuration).

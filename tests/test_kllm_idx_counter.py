@@ -101,7 +101,8 @@ def test_verilog_ports_follow_the_spec():
 BENCH_CONFIGS = [
     # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
     pytest.param({}, 40, id="kllm-a4-256bins"),
-    pytest.param({"idx_bits": 6}, 100, id="w3a3-64bins"),
+    pytest.param({"idx_bits": 6}, 100, marks=pytest.mark.large,
+                 id="w3a3-64bins"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),
     # 2,000 reductions in each mode under backpressure; small bins keep the readout short.
     pytest.param({"idx_bits": 4}, 2000, id="kk-16bins"),
@@ -116,8 +117,10 @@ BENCH_CONFIGS = [
                  id="kk-5in-maxlen20-pipeline1"),
     # One bank (the input waits for every readout), at the default depth and at pipeline 0, in
     # both modes; odd lane counts leave partial groups of lanes.
-    pytest.param({"idx_bits": 6, "banks": 1}, 100, id="w3a3-64bins-banks1"),
+    pytest.param({"idx_bits": 6, "banks": 1}, 100, marks=pytest.mark.large,
+                 id="w3a3-64bins-banks1"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4, "banks": 1}, 500,
+                 marks=pytest.mark.large,
                  id="ik-16bins-banks1"),
     pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "banks": 1, "pipeline": 0}, 300,
                  id="kk-5in-maxlen20-banks1-pipeline0"),
@@ -128,12 +131,14 @@ BENCH_CONFIGS = [
     pytest.param({"n_inputs": 6, "idx_bits": 2, "mode": "ik", "weight_bits": 5, "max_len": 30},
                  500, id="ik-6in-4bins"),
     pytest.param({"n_inputs": 7, "idx_bits": 5, "mode": "ik", "weight_bits": 2}, 300,
+                 marks=pytest.mark.large,
                  id="ik-7in-32bins"),
     # Above 8 index bits the bins are built in parts of 256 (one shared Verilog module): the
     # largest bins in each bank variant and mode (few reductions: each reads out 512 or 1024).
     pytest.param({"n_inputs": 5, "idx_bits": 10, "max_len": 20}, 12, id="kk-5in-1024bins"),
     pytest.param({"n_inputs": 6, "idx_bits": 9, "mode": "ik", "weight_bits": 3, "max_len": 9,
-                  "pipeline": 0}, 12, id="ik-6in-512bins-pipeline0"),
+                  "pipeline": 0}, 12, marks=pytest.mark.large,
+                 id="ik-6in-512bins-pipeline0"),
     pytest.param({"n_inputs": 7, "idx_bits": 10, "mode": "ik", "weight_bits": 4, "banks": 1},
                  12, marks=pytest.mark.large, id="ik-7in-1024bins-banks1"),
 ]
@@ -195,14 +200,17 @@ def _readout_chain_broken(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation,params,reductions", [
-    (("nomask", _ignore_lane0_mask), MUTANT_PARAMS, 50),
-    (("short", _readout_one_bin_short), MUTANT_PARAMS, 50),
-    (("ready", _stale_ready_prediction), MUTANT_PARAMS, 50),
+    pytest.param(("nomask", _ignore_lane0_mask), MUTANT_PARAMS, 50,
+                 marks=pytest.mark.large, id="ignores-mask"),
+    pytest.param(("short", _readout_one_bin_short), MUTANT_PARAMS, 50, id="short-readout"),
+    pytest.param(("ready", _stale_ready_prediction), MUTANT_PARAMS, 50,
+                 marks=pytest.mark.large, id="stale-ready-prediction"),
     # Few reductions: each reads out 1024 bins.
-    (("select", _part1_selects_lane0_of_part0), SLICED_MUTANT_PARAMS, 4),
-    (("chain", _readout_chain_broken), SLICED_MUTANT_PARAMS, 4),
-], ids=["ignores-mask", "short-readout", "stale-ready-prediction", "part-select",
-        "readout-chain"])
+    pytest.param(("select", _part1_selects_lane0_of_part0), SLICED_MUTANT_PARAMS, 4,
+                 id="part-select"),
+    pytest.param(("chain", _readout_chain_broken), SLICED_MUTANT_PARAMS, 4,
+                 marks=pytest.mark.large, id="readout-chain"),
+])
 def test_bench_fails_on_broken_rtl(mutation, params, reductions):
     with pytest.raises(BenchFailure):
         run_testbench("kllm_idx_counter", params,

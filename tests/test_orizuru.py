@@ -91,7 +91,9 @@ def _vectors(n, count, rng):
 SIM_CONFIGS = [(2, 1), (2, 2), (4, 3), (8, 2), (8, 8), (16, 5), (32, 3)]
 #: The composition of 16-input units: one level, two (a merge unit of 2 and of 16), and three
 #: levels of units (leaf units of 2 under two levels of 16-input merge units).
-UNITS_SIM_CONFIGS = [(16, 5), (32, 7), (256, 20), (512, 3), (64, 64)]
+UNITS_SIM_CONFIGS = [(16, 5), (32, 7), (64, 64)]
+#: The units' larger compositions (make test-large): three and four levels of units.
+UNITS_SIM_CONFIGS_LARGE = [(256, 20), (512, 3)]
 
 
 #: (structure, pipeline) of every circuit; pipeline=0 and the defaults also run in the cocotb
@@ -103,8 +105,19 @@ DEPTHS = ([(s, p) for s in ("tree", "units") for p in range(MAX_PIPELINES[s] + 1
 @pytest.mark.parametrize("structure,pipeline", [d for d in DEPTHS if d != ("unrolled", 0)
                                                 and d != ("scan", 0)])
 def test_every_depth_matches_golden_under_backpressure(structure, pipeline):
+    _every_depth_matches_golden(structure, pipeline,
+                                UNITS_SIM_CONFIGS if structure == "units" else SIM_CONFIGS)
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("pipeline", range(MAX_PIPELINES["units"] + 1))
+def test_every_depth_of_larger_units_matches_golden_under_backpressure(pipeline):
+    _every_depth_matches_golden("units", pipeline, UNITS_SIM_CONFIGS_LARGE)
+
+
+def _every_depth_matches_golden(structure, pipeline, configs):
     rng = np.random.default_rng([pipeline, DEPTHS.index((structure, pipeline))])
-    for n, k in (UNITS_SIM_CONFIGS if structure == "units" else SIM_CONFIGS):
+    for n, k in configs:
         dut = Orizuru(n=n, k=k, structure=structure, pipeline=pipeline)
         xs = _vectors(n, 12, rng)
         beats, _ = simulate(dut, xs, rng, valid_probability=0.7, ready_probability=0.6)
@@ -233,7 +246,7 @@ BENCH_CONFIGS = [
     pytest.param("orizuru", {}, 3000, id="paper-n16-k2"),
     pytest.param("orizuru", {"pipeline": 0}, 2000, id="paper-n16-k2-pipeline0"),
     pytest.param("orizuru", {"n": 2, "k": 2}, 1000, id="n2-k2"),
-    pytest.param("orizuru", {"n": 8, "k": 8}, 500, id="n8-k8"),
+    pytest.param("orizuru", {"n": 8, "k": 8}, 500, marks=pytest.mark.large, id="n8-k8"),
     pytest.param("orizuru", {"n": 64, "k": 4}, 300, id="n64-k4"),
     pytest.param("orizuru", {"structure": "unrolled"}, 3000, id="unrolled-n16-k2"),
     pytest.param("orizuru", {"structure": "unrolled", "pipeline": 0}, 1000,
@@ -309,10 +322,13 @@ def _units_refill_keeps_child(text):
 @pytest.mark.sim
 @pytest.mark.parametrize("name,params,edit", [
     ("min-leaf", {"structure": "unrolled"}, _min_tree_ties_left),
-    ("maintenance-ties", {"structure": "unrolled"}, _maintenance_ties_to_sibling),
-    ("tree-min-root", {}, _tree_min_root_takes_larger),
+    pytest.param("maintenance-ties", {"structure": "unrolled"}, _maintenance_ties_to_sibling,
+                 marks=pytest.mark.large),
+    pytest.param("tree-min-root", {}, _tree_min_root_takes_larger,
+                 marks=pytest.mark.large),
     ("tree-min-ties", {}, _tree_min_path_loses_ties),
-    ("units-max-node", {"structure": "units", "n": 256, "k": 20}, _units_max_node_ignores_right),
+    pytest.param("units-max-node", {"structure": "units", "n": 256, "k": 20},
+                 _units_max_node_ignores_right, marks=pytest.mark.large),
     ("units-refill", {"structure": "units", "n": 256, "k": 20}, _units_refill_keeps_child),
 ])
 def test_bench_fails_on_broken_rtl(name, params, edit):

@@ -177,12 +177,15 @@ def test_blocks_only_above_block_lanes():
     assert [size for size, _ in blocked.blocks] == [DEFAULT_BLOCK_LANES, 2 * DEFAULT_BLOCK_LANES]
 
 
-@pytest.mark.parametrize("block_lanes", [DEFAULT_BLOCK_LANES, 4])
-def test_every_k_elaborates_at_every_cut(block_lanes):
+@pytest.mark.parametrize("block_lanes,sizes", [
+    (DEFAULT_BLOCK_LANES, (2, 4, 8, 16)), (4, (2, 4, 8, 16)),
+    pytest.param(DEFAULT_BLOCK_LANES, (32,), marks=pytest.mark.large),
+    pytest.param(4, (32,), marks=pytest.mark.large)])
+def test_every_k_elaborates_at_every_cut(block_lanes, sizes):
     """Every (n, k) up to n = 32 elaborates with cuts: a value read at two levels (an element in
     both lists of a group feeds a comparator of each merge) stays registered until its
     deepest use (n = 16, k = 6 raised KeyError at every ``pipeline`` >= 1 before)."""
-    for n in (2, 4, 8, 16, 32):
+    for n in sizes:
         for k in range(1, n + 1):
             for pipeline in (1, 3):
                 dut = OrizuruSortnet(n=n, k=k, pipeline=pipeline, block_lanes=block_lanes)

@@ -250,6 +250,7 @@ def test_a_small_row_end_to_end(work_dir):
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
     """``make report SCHEDULER=...``: the same rows from a dask.distributed cluster's worker
     (area only), with the jobs run in the worker, not here."""

@@ -281,6 +281,7 @@ def test_local_sweep_without_dask_or_tqdm(build_dir, monkeypatch, capsys):
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_dask_cluster_gives_the_local_results(local_sweep, build_dir):
     distributed = pytest.importorskip("distributed")
     assert local_sweep["status"] == 0, local_sweep["stderr"]
