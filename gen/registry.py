@@ -197,7 +197,7 @@ UNITS = {
             name="kllm_column",
             factory="hdl.kllm_column:KllmColumn",
             defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
-                      "weight_bits": None, "max_len": 4096, "pipeline": 4},
+                      "weight_bits": None, "max_len": 4096, "pipeline": 5},
             configs={
                 # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
                 # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).
@@ -320,7 +320,7 @@ UNITS = {
             name="oaken_quantizer",
             factory="hdl.oaken_quantizer:OakenQuantizer",
             defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
-                      "pipeline": 10},
+                      "pipeline": 11},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },

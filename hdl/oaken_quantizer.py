@@ -26,7 +26,7 @@ GROUPS = (("mid", MIDDLE), ("in", INNER), ("out", OUTER))
 
 #: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenQuantizer`).
 CUT_ORDER = ("fetch", "select", "code", "stats", "meta", "classify", "abs", "tree", "hold",
-             "out")
+             "out", "beats")
 #: The depth that closes timing at the paper configuration (docs/units/oaken_quantizer.md).
 DEFAULT_PIPELINE = len(CUT_ORDER)
 #: Chunks of up to this many beats are reduced by a tree over their beats after the last one;
@@ -165,7 +165,7 @@ class OakenQuantizer(wiring.Component):
         Fractional bits F of the metadata, 1..16 (default 8); metadata values are
         ``M = data_bits + frac_bits + 2`` bits, signed.
     pipeline : int
-        Register cuts, 0..10 (default 10). Each value adds the next cut of ``CUT_ORDER``:
+        Register cuts, 0..11 (default 11). Each value adds the next cut of ``CUT_ORDER``:
 
         0. none beyond the structure's own registers (decomposer output, chunk accumulators,
            credit flags, gearbox; the queues are LUT RAM with asynchronous reads): the lowest
@@ -186,6 +186,8 @@ class OakenQuantizer(wiring.Component):
         9. ``hold``: the input (values, the chunk's thresholds) is registered before the
            decomposer.
         10. ``out``: the coded beat is registered before the ``dense`` and COO queues.
+        11. ``beats``: the tree over a chunk's beats registers each level's comparisons (and
+            their operands) before its selection (one more register per level).
 
     Members
     -------
@@ -242,7 +244,8 @@ class OakenQuantizer(wiring.Component):
         # The chunk reduction: a register per level of the tree over the chunk's beats, or
         # the accumulators.
         W = self.windows
-        self.chunk_levels = max(1, (W - 1).bit_length()) if W <= BEAT_TREE_MAX else 1
+        self.chunk_levels = (max(1, (W - 1).bit_length()) * (1 + ("beats" in cuts))
+                             if W <= BEAT_TREE_MAX else 1)
         stats_cut = int("stats" in cuts)
         # (the "stats" cut registers the chunk's statistics before their queue and the header)
         self.front_latency = (("hold" in cuts) + 1 + self.decomposer_pipeline + ("abs" in cuts)
@@ -778,6 +781,7 @@ class OakenQuantizer(wiring.Component):
                 m.d.sync += [older[key].eq(entries[-1][key]) for key in older]
             entries.append(older)
         valid = here & last
+        split = "beats" in self.cuts
         level = 0
         while True:
             level += 1
@@ -787,11 +791,18 @@ class OakenQuantizer(wiring.Component):
                     combined.append(entries[k])
                     continue
                 a, b = entries[k], entries[k + 1]
+                takes_a = {key: (a[key] < b[key]) if key.endswith("min") else (a[key] > b[key])
+                           for key in keys}
+                if split:
+                    # Cut "beats": the comparisons and both operands registered, then selected.
+                    a, b, takes_a = (
+                        {key: _register(m, value, f"chunk_l{level}_{side}_{key}_{k // 2}")
+                         for key, value in values.items()}
+                        for side, values in (("a", a), ("b", b), ("takes_a", takes_a)))
                 pair = {}
                 for key in keys:
                     chosen = Signal(signed(S), name=f"chunk_l{level}_{key}_{k // 2}")
-                    m.d.comb += chosen.eq(Mux((a[key] < b[key]) if key.endswith("min")
-                                              else (a[key] > b[key]), a[key], b[key]))
+                    m.d.comb += chosen.eq(Mux(takes_a[key], a[key], b[key]))
                     pair[key] = chosen
                 pair["present"] = a["present"] | b["present"]
                 pair["count"] = a["count"] + b["count"]
@@ -799,6 +810,8 @@ class OakenQuantizer(wiring.Component):
             entries = [{key: _register(m, value, f"chunk_l{level}_{key}_{k}")
                         for key, value in entry.items()} for k, entry in enumerate(combined)]
             valid = _register(m, valid, f"chunk_l{level}_valid", reset=True)
+            if split:
+                valid = _register(m, valid, f"chunk_l{level}_compared_valid", reset=True)
             if len(entries) == 1:
                 break
         result = dict(entries[0])

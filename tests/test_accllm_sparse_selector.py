@@ -191,8 +191,9 @@ def _x2_by_idx1(text):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mutation", [("arm", _wrong_arm), ("select", _x2_by_idx1)],
-                         ids=["wrong-mux-arm", "x2-selected-by-idx1"])
+@pytest.mark.parametrize("mutation", [
+    pytest.param(("arm", _wrong_arm), id="wrong-mux-arm"),
+    pytest.param(("select", _x2_by_idx1), marks=pytest.mark.large, id="x2-selected-by-idx1")])
 def test_bench_fails_on_broken_mux(mutation):
     # Every test of the bench catches it (each sends idx1 = 2 and idx1 != idx2 beats).
     with pytest.raises(BenchFailure, match="3 of 3 cocotb tests failed"):

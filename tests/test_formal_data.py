@@ -67,7 +67,13 @@ QUICK = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(QUICK))
+#: Proofs over 15 s on this machine: in make test-large (and `make formal`) only.
+SLOW_PROOFS = {"p3_pe", "oaken_decomposer"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.large) if name in SLOW_PROOFS else name
+    for name in sorted(QUICK)])
 def test_the_property_is_proved(tmp_path, name):
     result = QUICK[name][0].run(tmp_path)
     assert result.status == "PASS", (result.detail, result.folder)

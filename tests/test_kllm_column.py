@@ -88,7 +88,8 @@ def test_ports_follow_the_spec(mode, n, a_bits, b_bits, weight_bits, i_width):
 BENCH_CONFIGS = [
     pytest.param(None, {"a_bits": 2, "b_bits": 2, "max_len": 40, "pipeline": 0}, 300,
                  id="kk-16bins-maxlen40-pipeline0"),
-    pytest.param(None, {"a_bits": 2, "b_bits": 2}, 300, id="kk-16bins"),
+    pytest.param(None, {"a_bits": 2, "b_bits": 2}, 300, marks=pytest.mark.large,
+                 id="kk-16bins"),
     pytest.param("kllm-w3a3", {}, 150, id="kllm-w3a3"),
     pytest.param("kllm-ik-a4", {}, 300, id="kllm-ik-a4"),
     pytest.param(None, {"mode": "ik", "a_bits": 2, "weight_bits": 3, "n_inputs": 5,
@@ -161,9 +162,10 @@ def _writes_past_the_last_entry(text):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mutation", [("zeroskip", _count_zero_not_skipped),
-                                      ("pastend", _writes_past_the_last_entry)],
-                         ids=["count-zero-not-skipped", "writes-past-last-entry"])
+@pytest.mark.parametrize("mutation", [
+    pytest.param(("zeroskip", _count_zero_not_skipped), id="count-zero-not-skipped"),
+    pytest.param(("pastend", _writes_past_the_last_entry), marks=pytest.mark.large,
+                 id="writes-past-last-entry")])
 def test_bench_fails_on_broken_rtl(mutation):
     with pytest.raises(BenchFailure, match="results differ"):
         run_testbench("kllm_column", MUTANT_PARAMS, testcase="directed_corners",

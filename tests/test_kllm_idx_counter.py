@@ -105,7 +105,8 @@ BENCH_CONFIGS = [
                  id="w3a3-64bins"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),
     # 2,000 reductions in each mode under backpressure; small bins keep the readout short.
-    pytest.param({"idx_bits": 4}, 2000, id="kk-16bins"),
+    pytest.param({"idx_bits": 4}, 2000, marks=pytest.mark.large,
+                 id="kk-16bins"),
     # Odd sizes and a short max_len (5-bit counter) so that wrapping is exercised cheaply; these
     # two run the lowest-latency circuit (pipeline=0), the others the default depth.
     pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "pipeline": 0}, 500,
@@ -114,6 +115,7 @@ BENCH_CONFIGS = [
                   "pipeline": 0}, 500, id="ik-3in-maxlen9-pipeline0"),
     # The intermediate depth with the shortest front (2 stages).
     pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "pipeline": 1}, 500,
+                 marks=pytest.mark.large,
                  id="kk-5in-maxlen20-pipeline1"),
     # One bank (the input waits for every readout), at the default depth and at pipeline 0, in
     # both modes; odd lane counts leave partial groups of lanes.
@@ -129,7 +131,8 @@ BENCH_CONFIGS = [
     # Odd lane counts (partial groups of 2 and 3 lanes) in ik mode at the default depth, where
     # equal indices within a group are merged before the bins are selected.
     pytest.param({"n_inputs": 6, "idx_bits": 2, "mode": "ik", "weight_bits": 5, "max_len": 30},
-                 500, id="ik-6in-4bins"),
+                 500, marks=pytest.mark.large,
+                 id="ik-6in-4bins"),
     pytest.param({"n_inputs": 7, "idx_bits": 5, "mode": "ik", "weight_bits": 2}, 300,
                  marks=pytest.mark.large,
                  id="ik-7in-32bins"),

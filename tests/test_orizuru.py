@@ -245,9 +245,11 @@ def test_default_depth_and_baseline_defaults():
 BENCH_CONFIGS = [
     pytest.param("orizuru", {}, 3000, id="paper-n16-k2"),
     pytest.param("orizuru", {"pipeline": 0}, 2000, id="paper-n16-k2-pipeline0"),
-    pytest.param("orizuru", {"n": 2, "k": 2}, 1000, id="n2-k2"),
+    pytest.param("orizuru", {"n": 2, "k": 2}, 1000, marks=pytest.mark.large,
+                 id="n2-k2"),
     pytest.param("orizuru", {"n": 8, "k": 8}, 500, marks=pytest.mark.large, id="n8-k8"),
-    pytest.param("orizuru", {"n": 64, "k": 4}, 300, id="n64-k4"),
+    pytest.param("orizuru", {"n": 64, "k": 4}, 300, marks=pytest.mark.large,
+                 id="n64-k4"),
     pytest.param("orizuru", {"structure": "unrolled"}, 3000, id="unrolled-n16-k2"),
     pytest.param("orizuru", {"structure": "unrolled", "pipeline": 0}, 1000,
                  id="unrolled-n16-k2-pipeline0"),
@@ -258,6 +260,7 @@ BENCH_CONFIGS = [
     # 273 units at n = 4096, k = 20 (four input beats per vector).
     pytest.param("orizuru", {"structure": "units"}, 1000, id="units-n16-k2"),
     pytest.param("orizuru", {"structure": "units", "pipeline": 0}, 500,
+                 marks=pytest.mark.large,
                  id="units-n16-k2-pipeline0"),
     pytest.param("orizuru", {"structure": "units", "n": 256, "k": 20}, 300,
                  marks=pytest.mark.large, id="units-n256-k20"),
