@@ -139,14 +139,14 @@ class OakenDecomposer(wiring.Component):
             for name in THRESHOLDS:
                 diff[name] = Signal(signed(S), name=f"{name}_diff_{lane}")
                 m.d.comb += diff[name].eq(x - p[name])
-            # x > t as the sign of x + ~t = x - t - 1 (D + 1 bits, never overflows): a carry
-            # chain's last bit. (Written as x > t, synthesis shares the subtractor of x - t and
-            # adds a zero test of its 17 bits after the chain.)
+            # x > t as the sign of t - x (D + 1 bits, never overflows): a carry chain's last
+            # bit. (Written as x > t, synthesis shares the subtractor of x - t and adds a zero
+            # test of its 17 bits after the chain.)
             above_outer = Signal(name=f"above_outer_{lane}")
             above_inner = Signal(name=f"above_inner_{lane}")
             for above, name in ((above_outer, "t_hi_o"), (above_inner, "t_hi_i")):
                 past = Signal(signed(S), name=f"{name}_past_{lane}")
-                m.d.comb += [past.eq(x + ~p[name]), above.eq(~past[-1])]
+                m.d.comb += [past.eq(p[name] - x), above.eq(past[-1])]
             below_outer = diff["t_lo_o"][-1]                       # x < t_lo_o
             below_inner = diff["t_lo_i"][-1]                       # x < t_lo_i
             # Cut "classify": the differences and the comparisons are registered.

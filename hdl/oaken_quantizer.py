@@ -207,7 +207,7 @@ class OakenQuantizer(wiring.Component):
 
     Latency and throughput: ``latency`` cycles from the transfer of a chunk's last input beat
     to its first ``dense`` beat being valid, with the outputs ready and the unit otherwise idle
-    (5 at ``pipeline=0``, 20 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
+    (5 at ``pipeline=0``, 22 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
     ``hdr`` is valid no later, and a COO beat one cycle after the ``dense`` beat of the window
     that completes it. One beat per cycle in and out at every depth. ``i.ready`` and every
     output's ``valid`` are flip-flops; the outputs' payloads are queue reads.

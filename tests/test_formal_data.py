@@ -11,8 +11,7 @@ The seeded bugs:
 * ``p3_pe`` (``pipeline`` = 0, lane 0 active): the lane 0 INT4 decoder adds the zero point (the
   ``$sub`` cell driving ``int4_0`` becomes ``$add``: ``q + zp``).
 * ``oaken_decomposer`` (4 lanes, ``pipeline`` = 0): the lane 0 upper outer comparison
-  ``x > t_hi_o`` becomes ``x >= t_hi_o``, so ``x == t_hi_o`` lands in the outer group instead of
-  the middle one.
+  ``x > t_hi_o`` (the sign of ``t_hi_o - x``) takes the sign of ``t_hi_o + x`` instead.
 * Orizuru's tree at ``pipeline`` = 0: for the order (n = 2, each side), the initialisation
   comparator ``right > left`` gets its operands swapped, so the max tree keeps the smaller value
   of the pair (and the min tree, which inverts that bit, the larger); for the distinct indices
@@ -56,7 +55,7 @@ QUICK = {
     "p3_pe": (_p3_oaken_row("p3_pe", "pipeline=0,lane=0"),
               (_cell("$sub", "int4_0"), r"cell $add \1", 1)),
     "oaken_decomposer": (_p3_oaken_row("oaken_decomposer", "lanes=4,pipeline=0"),
-                         (_cell("$gt", "above_outer_0"), r"cell $ge \1", 1)),
+                         (_cell("$sub", "t_hi_o_past_0"), r"cell $add \1", 1)),
     **{f"orizuru-order-{side}": (orizuru_proof("orizuru", {"n": 2, **TREE}, TopKOrderHarness,
                                                framed=True, side=side), SWAPPED_COMPARATOR)
        for side in ("max", "min")},
