@@ -788,7 +788,10 @@ class OakenQuantizer(wiring.Component):
             combined = []
             for k in range(0, len(entries), 2):
                 if k + 1 == len(entries):
-                    combined.append(entries[k])
+                    # Unpaired: delayed like the pairs (by their comparison register too).
+                    combined.append({key: _register(m, value, f"chunk_l{level}_odd_{key}")
+                                     for key, value in entries[k].items()}
+                                    if split else entries[k])
                     continue
                 a, b = entries[k], entries[k + 1]
                 takes_a = {key: (a[key] < b[key]) if key.endswith("min") else (a[key] > b[key])
