@@ -273,7 +273,7 @@ BENCH_CONFIGS = {
     "xilinx-w8-p2-100k": ("accllm-w8-xilinx", {"pipeline": 2}, {"QLLM_VECTORS": 100_000},
                           "large"),
     # Accumulation (plus the exhaustive/random products with `last` on every beat).
-    "xilinx-w8-acc7": ("accllm-w8-xilinx-acc7", {}, {"QLLM_VECTORS": 100_000}),
+    "xilinx-w8-acc7": ("accllm-w8-xilinx-acc7", {}, {"QLLM_VECTORS": 20_000}),
     "generic-w8-unsigned-acc4-p1": (None, {"mode": "w8", "x_signed": False, "acc_depth": 4,
                                            "pipeline": 1}, {"QLLM_VECTORS": 100_000},
                                     "large"),
@@ -284,7 +284,7 @@ BENCH_CONFIGS = {
     "xilinx-w2-x5-acc15-p1": (None, {**X5_W2, "acc_depth": 15, "pipeline": 1}, {}, "large"),
     # ECP5: the operands in the MULT18X18D's input registers (verif/models/MULT18X18D.v).
     "ecp5-w4-acc3-p2": (None, {"target": "ecp5", "acc_depth": 3, "pipeline": 2}, {}),
-    "ice40-w4": ("accllm-w4-ice40", {}, {}),
+    "ice40-w4": ("accllm-w4-ice40", {}, {}, "large"),
 }
 
 
@@ -343,13 +343,15 @@ def _mult_input_register_ignores_stalls(text):
 @pytest.mark.parametrize("mutation,params,tests,message", [
     pytest.param(_drop_rounding_half, {"mode": "w2", "target": "xilinx", "cross_products": True},
                  ["random_backpressure"], r"mismatches in field p11", marks=pytest.mark.large),
-    (_wrong_correction, {"mode": "w2", "target": "xilinx", "cross_products": True},
-     ["random_backpressure"], r"mismatches in field p(12|22)"),
+    pytest.param(_wrong_correction, {"mode": "w2", "target": "xilinx", "cross_products": True},
+                 ["random_backpressure"], r"mismatches in field p(12|22)",
+                 marks=pytest.mark.large),
     # (P then changes under a stalled output: the stream monitor's protocol check fires.)
     pytest.param(_p_register_takes_bubbles, {**X5_W2, "acc_depth": 15}, ["accumulation"],
                  r"mismatches in field|payload changed", marks=pytest.mark.large),
-    (_mult_input_register_ignores_stalls, {"target": "ecp5"}, ["random_backpressure"],
-     r"mismatches in field|payload changed"),
+    pytest.param(_mult_input_register_ignores_stalls, {"target": "ecp5"},
+                 ["random_backpressure"], r"mismatches in field|payload changed",
+                 marks=pytest.mark.large),
 ])
 def test_bench_fails_on_mutant(mutation, params, tests, message):
     with pytest.raises(BenchFailure, match=message):

@@ -164,7 +164,8 @@ def test_verilog_is_reproducible_and_has_no_paths():
 # pipeline 0 (the default) and 1; every configuration runs under random backpressure.
 BENCH_CONFIGS = [
     pytest.param({}, None, 3_000, id="default"),
-    pytest.param({}, "accllm-tile", 2_000, id="accllm-tile"),
+    pytest.param({}, "accllm-tile", 2_000, marks=pytest.mark.large,
+                 id="accllm-tile"),
     pytest.param({"groups": 3, "rows": 2, "x_bits": 5, "x_signed": False, "pipeline": 1}, None,
                  3_000, id="g3r2-u5-p1"),
 ]
@@ -192,7 +193,7 @@ def _x2_by_idx1(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation", [
-    pytest.param(("arm", _wrong_arm), id="wrong-mux-arm"),
+    pytest.param(("arm", _wrong_arm), marks=pytest.mark.large, id="wrong-mux-arm"),
     pytest.param(("select", _x2_by_idx1), marks=pytest.mark.large, id="x2-selected-by-idx1")])
 def test_bench_fails_on_broken_mux(mutation):
     # Every test of the bench catches it (each sends idx1 = 2 and idx1 != idx2 beats).

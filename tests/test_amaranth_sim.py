@@ -25,8 +25,8 @@ ITEMS = {"kllm_idx_counter": 40, "oaken_dequantizer": 6, "orizuru": 20, "orizuru
 SERIAL = {"kllm_column"}
 IDLE_CYCLES = {"kllm_column": 3000}
 
-#: Every unit at its defaults and at ``pipeline=0``, and at each of its report (paper)
-#: configurations; a configuration that instantiates a vendor primitive (the DSP48E2 or
+#: Every unit at its defaults and at ``pipeline=0``, and (make test-large) at each of its report
+#: (paper) configurations; a configuration that instantiates a vendor primitive (the DSP48E2 or
 #: MULT18X18D targets of ``accllm_dsp_mul``) has no Amaranth model and is simulated by the
 #: Verilator benches only.
 CASES = ([(unit, None, depth) for unit in sorted(UNITS) for depth in ("default", 0)]
@@ -34,8 +34,10 @@ CASES = ([(unit, None, depth) for unit in sorted(UNITS) for depth in ("default",
             for row in UNITS[unit].report if not row.overrides])
 
 
-@pytest.mark.parametrize("unit,config,depth", CASES,
-                         ids=[f"{u}-{c or 'defaults'}-{d}" for u, c, d in CASES])
+@pytest.mark.parametrize("unit,config,depth", [
+    pytest.param(u, c, d, id=f"{u}-{c or 'defaults'}-{d}",
+                 marks=[pytest.mark.large] if c is not None else [])
+    for u, c, d in CASES])
 def test_unit_agrees_with_its_golden_adapter(unit, config, depth):
     spec, params = resolve_params(unit, config, {"pipeline": 0} if depth == 0 else {})
     dut = spec.build(params)

@@ -413,6 +413,7 @@ def test_host_command_line_errors(capsys):
 
 
 
+@pytest.mark.large
 def test_host_checks_a_unit_whose_streams_must_agree():
     """The Oaken dequantizer's three input streams, sent one beat at a time in the order its
     golden adapter gives (header, COO beats, dense beats of each chunk), decode on the board to

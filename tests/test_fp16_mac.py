@@ -362,11 +362,14 @@ def _drop_sticky(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation,failure", [
-    (("truncate", _truncate), r"results differ"),
+    pytest.param(("truncate", _truncate), r"results differ", marks=pytest.mark.large,
+                 id="truncation"),
     pytest.param(("nosticky", _drop_sticky), r"results differ", marks=pytest.mark.large,
                  id="no-sticky"),
-    (("nostall", _never_stall), r"payload changed|valid fell|beats arrived|beats received"),
-], ids=["truncation", "no-sticky", "lost-results"])
+    pytest.param(("nostall", _never_stall),
+                 r"payload changed|valid fell|beats arrived|beats received",
+                 marks=pytest.mark.large, id="lost-results"),
+])
 def test_bench_fails_on_broken_rtl(mutation, failure):
     # The message is checked too: a mutant that fails to build would also raise BenchFailure.
     with pytest.raises(BenchFailure, match=failure):

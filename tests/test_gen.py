@@ -212,6 +212,7 @@ def test_elaboration_cases_are_legal_and_cover_every_configuration():
         spec.build(params)
 
 
+@pytest.mark.large
 def test_elaboration_benchmark_prints_seconds_per_case(capsys):
     from gen.__main__ import main
 

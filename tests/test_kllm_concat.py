@@ -117,7 +117,8 @@ def test_verilog_is_reproducible_and_has_no_paths():
 
 BENCH_CONFIGS = [
     pytest.param({}, 3_000, id="default-a4b4x16"),
-    pytest.param({"a_bits": 3, "b_bits": 4, "lanes": 16}, 3_000, id="kllm-a3"),
+    pytest.param({"a_bits": 3, "b_bits": 4, "lanes": 16}, 3_000, marks=pytest.mark.large,
+                 id="kllm-a3"),
     pytest.param({"a_bits": 1, "b_bits": 8, "lanes": 1}, 3_000, id="a1b8x1"),
     # The deepest pipeline (the default, 0, runs in every other configuration).
     pytest.param({"a_bits": 8, "b_bits": 1, "lanes": 3, "pipeline": 2}, 3_000,
@@ -148,8 +149,9 @@ def _always_ready(text):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mutation", [("swap", _swap_first_lane), ("drop", _always_ready)],
-                         ids=["swapped-operands", "lost-beats"])
+@pytest.mark.parametrize("mutation", [
+    pytest.param(("swap", _swap_first_lane), id="swapped-operands"),
+    pytest.param(("drop", _always_ready), marks=pytest.mark.large, id="lost-beats")])
 def test_bench_fails_on_broken_rtl(mutation):
     with pytest.raises(BenchFailure):
         run_testbench("kllm_concat", {}, extra_env={"QLLM_BEATS": 2_000}, mutation=mutation)
@@ -180,6 +182,7 @@ def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
 
 
 @pytest.mark.sim
+@pytest.mark.large
 def test_waves_on_request_only():
     from pathlib import Path
 

@@ -210,7 +210,7 @@ def _readout_chain_broken(text):
                  marks=pytest.mark.large, id="stale-ready-prediction"),
     # Few reductions: each reads out 1024 bins.
     pytest.param(("select", _part1_selects_lane0_of_part0), SLICED_MUTANT_PARAMS, 4,
-                 id="part-select"),
+                 marks=pytest.mark.large, id="part-select"),
     pytest.param(("chain", _readout_chain_broken), SLICED_MUTANT_PARAMS, 4,
                  marks=pytest.mark.large, id="readout-chain"),
 ])

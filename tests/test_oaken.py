@@ -169,7 +169,8 @@ DEQUANTIZER_CONFIGS = [
                  id="4x16-p2"),
     pytest.param({"lanes": 64}, 300, marks=pytest.mark.large, id="64x64"),
     pytest.param({"lanes": 1, "vec_len": 4, "data_bits": 4, "frac_bits": 1, "pipeline": 4},
-                 300, id="1x4-d4f1-p4"),
+                 300, marks=pytest.mark.large,
+                 id="1x4-d4f1-p4"),
     pytest.param({"lanes": 8, "vec_len": 24, "data_bits": 32, "frac_bits": 16, "pipeline": 6},
                  300, id="8x24-d32f16-p6"),
 ]
@@ -206,11 +207,13 @@ def _dequantizer_inner_offset(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("unit,mutation", [
-    ("oaken_decomposer", ("inner-bound", _decomposer_inner_excludes_t_lo_i)),
+    pytest.param("oaken_decomposer", ("inner-bound", _decomposer_inner_excludes_t_lo_i),
+                 marks=pytest.mark.large, id="decomposer-inner-bound"),
     pytest.param("oaken_dequantizer", ("sign5", _dequantizer_drops_lane5_sign),
                  marks=pytest.mark.large, id="dequantizer-sign"),
-    ("oaken_dequantizer", ("inner-offset", _dequantizer_inner_offset)),
-], ids=["decomposer-inner-bound", "dequantizer-sign", "dequantizer-inner-offset"])
+    pytest.param("oaken_dequantizer", ("inner-offset", _dequantizer_inner_offset),
+                 marks=pytest.mark.large, id="dequantizer-inner-offset"),
+])
 def test_bench_fails_on_broken_rtl(unit, mutation):
     with pytest.raises(BenchFailure):
         run_testbench(unit, {}, extra_env={"QLLM_BEATS": 500, "QLLM_CHUNKS": 100},

@@ -324,7 +324,8 @@ def _units_refill_keeps_child(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("name,params,edit", [
-    ("min-leaf", {"structure": "unrolled"}, _min_tree_ties_left),
+    pytest.param("min-leaf", {"structure": "unrolled"}, _min_tree_ties_left,
+                 marks=pytest.mark.large),
     pytest.param("maintenance-ties", {"structure": "unrolled"}, _maintenance_ties_to_sibling,
                  marks=pytest.mark.large),
     pytest.param("tree-min-root", {}, _tree_min_root_takes_larger,
@@ -332,7 +333,8 @@ def _units_refill_keeps_child(text):
     ("tree-min-ties", {}, _tree_min_path_loses_ties),
     pytest.param("units-max-node", {"structure": "units", "n": 256, "k": 20},
                  _units_max_node_ignores_right, marks=pytest.mark.large),
-    ("units-refill", {"structure": "units", "n": 256, "k": 20}, _units_refill_keeps_child),
+    pytest.param("units-refill", {"structure": "units", "n": 256, "k": 20},
+                 _units_refill_keeps_child, marks=pytest.mark.large),
 ])
 def test_bench_fails_on_broken_rtl(name, params, edit):
     with pytest.raises(BenchFailure):

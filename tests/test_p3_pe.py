@@ -196,7 +196,7 @@ def _overflow_never_sticky(text):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation", [
-    pytest.param(("hidden", _drop_hidden), id="hidden-bit"),
+    pytest.param(("hidden", _drop_hidden), marks=pytest.mark.large, id="hidden-bit"),
     pytest.param(("overflow", _overflow_never_sticky), marks=pytest.mark.large, id="overflow"),
 ])
 def test_bench_fails_on_broken_rtl(mutation):

@@ -156,6 +156,7 @@ def test_command_line_rejects_an_unknown_row(capsys):
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_concat_and_mac_from_one_run(tmp_path, capsys):
     assert main(["--row", "kllm_concat", "--jobs", "1", "--build-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
