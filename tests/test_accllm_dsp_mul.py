@@ -255,7 +255,7 @@ X5_W2 = {"mode": "w2", "target": "xilinx", "x_bits": 5, "cross_products": True}
 BENCH_CONFIGS = {
     # Exhaustive w4 (65,536 beats) and w2 (1,048,576 beats, all four products) on the generic
     # target and on the xilinx target through the DSP48E2 model.
-    "generic-w4-p0": (None, {"pipeline": 0}, {}),
+    "generic-w4-p0": (None, {"pipeline": 0}, {}, "large"),
     "xilinx-w4": ("accllm-w4-xilinx", {}, {}),
     # (make test runs w2 exhaustively at 5-bit X, the x5 configurations below; the 8-bit
     # exhaustive runs are in make test-large.)

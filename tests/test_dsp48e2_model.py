@@ -150,6 +150,7 @@ def _run_bench(breg, seed):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("breg", [1, pytest.param(2, marks=pytest.mark.large)])
+@pytest.mark.large
+@pytest.mark.parametrize("breg", [1, 2])
 def test_dsp48e2_model_bench(breg):
     _run_bench(breg, int(os.environ.get("QLLM_SEED", 1)))

@@ -127,7 +127,8 @@ BENCH_CONFIGS = [
     pytest.param({"n_inputs": 5, "idx_bits": 3, "max_len": 20, "banks": 1, "pipeline": 0}, 300,
                  id="kk-5in-maxlen20-banks1-pipeline0"),
     pytest.param({"n_inputs": 7, "idx_bits": 3, "mode": "ik", "weight_bits": 3, "max_len": 9,
-                  "banks": 1, "pipeline": 2}, 300, id="ik-7in-maxlen9-banks1-pipeline2"),
+                  "banks": 1, "pipeline": 2}, 300, marks=pytest.mark.large,
+                 id="ik-7in-maxlen9-banks1-pipeline2"),
     # Odd lane counts (partial groups of 2 and 3 lanes) in ik mode at the default depth, where
     # equal indices within a group are merged before the bins are selected.
     pytest.param({"n_inputs": 6, "idx_bits": 2, "mode": "ik", "weight_bits": 5, "max_len": 30},

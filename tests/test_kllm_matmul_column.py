@@ -63,6 +63,7 @@ def test_index_matmul_columns_through_concat_and_counter():
 
 
 @pytest.mark.sim
+@pytest.mark.large
 def test_orizuru_mask_drives_the_counter_mask_on_ties_and_signed_zeros():
     """KLLM Fig. 5: Orizuru marks each 16-element activation vector's outliers and the counter
     skips those lanes. With few distinct binary16 values (both zeros among them) nearly every

@@ -5,6 +5,8 @@ products (a self-checking Verilator harness). ``accllm_dsp_mul``'s ECP5 target i
 
 import re
 
+import pytest
+
 from verif.runner import MODELS
 
 
@@ -28,6 +30,7 @@ def test_mult18x18d_model_is_lint_clean_and_refuses_what_it_does_not_model():
         assert any("USERFATAL" in line and re.search(message, line) for line in lines), lines
 
 
+@pytest.mark.large
 def test_mult18x18d_model_register_stages():
     """The model in five register configurations (none; input registers; output register;
     pipeline and output; all) with CE1 / RST2 selected, random operands, sign modes, clock

@@ -172,7 +172,8 @@ DEQUANTIZER_CONFIGS = [
                  300, marks=pytest.mark.large,
                  id="1x4-d4f1-p4"),
     pytest.param({"lanes": 8, "vec_len": 24, "data_bits": 32, "frac_bits": 16, "pipeline": 6},
-                 300, id="8x24-d32f16-p6"),
+                 300, marks=pytest.mark.large,
+                 id="8x24-d32f16-p6"),
 ]
 
 
@@ -238,7 +239,7 @@ def test_misordered_thresholds_follow_the_documented_priority():
 
 
 @pytest.mark.synth
-@pytest.mark.parametrize("target", ["ice40", "xilinx"])
+@pytest.mark.parametrize("target", ["ice40", pytest.param("xilinx", marks=pytest.mark.large)])
 def test_decomposer_registers_exactly_its_outputs(tmp_path, target):
     from fpga.yosys import synth
 

@@ -241,6 +241,7 @@ QUANTIZER_CONFIGS = [
     pytest.param({}, 300, id="paper-16x64"),
     pytest.param(SMALL, 300, id="4x16-d8f4-p0"),
     pytest.param({"lanes": 2, "vec_len": 2, "data_bits": 5, "frac_bits": 1}, 150,
+                 marks=pytest.mark.large,
                  id="2x2-d5f1"),
     pytest.param({"lanes": 2, "vec_len": 32, "data_bits": 6, "frac_bits": 2}, 60,
                  id="2x32-d6f2"),

@@ -196,7 +196,8 @@ def test_units_cycles_per_vector(n, k, pipeline, cycles):
     assert Orizuru(n=n, k=k, structure="units", pipeline=pipeline).cycles_per_vector == cycles
 
 
-@pytest.mark.parametrize("n,pipeline", [(16, 1), (32, 0), (256, 2), (4096, 1)])
+@pytest.mark.parametrize("n,pipeline", [(16, 1), (32, 0), (256, 2),
+                                        pytest.param(4096, 1, marks=pytest.mark.large)])
 def test_units_verilog_has_no_zero_width_wires(n, pipeline):
     # Amaranth writes a zero-width signal as [-1:0], which Yosys reads as two bits (an
     # internal assertion in synth_ecp5).

@@ -305,7 +305,8 @@ BENCH_CONFIGS = [
     pytest.param({"pipeline": 0}, 2000, id="n16-k2-pipeline0"),
     pytest.param({"n": 8, "k": 8}, 1000, id="n8-k8"),
     # Built from blocks (shared Verilog modules): 4 of 16 lanes, then two merge levels.
-    pytest.param({"n": 64, "k": 4, "block_lanes": 16}, 300, id="n64-k4-blocks16"),
+    pytest.param({"n": 64, "k": 4, "block_lanes": 16}, 300, marks=pytest.mark.large,
+                 id="n64-k4-blocks16"),
     # Full merges (k = n) nested: merges of 32 and 64 are two half merges and a last level.
     pytest.param({"n": 64, "k": 64, "block_lanes": 8}, 60, marks=pytest.mark.large,
                  id="n64-k64-blocks8"),
