@@ -13,8 +13,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .fp32_steps import (FP32_UNPACKED, count_times_fp16, fp32_add, fp32_to_fp16,
-                         product_registers)
+from .fp32_steps import (FP32_UNPACKED, PRODUCT_CUTS, count_times_fp16, fp32_add,
+                         fp32_to_fp16, product_registers)
 from .kllm_concat import KllmConcat
 from .kllm_idx_counter import KllmIdxCounter, counter_bits
 from .params import check_choice, check_int
@@ -32,14 +32,11 @@ PIPELINE_DEPTHS = {
     1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1},
     2: {"counter": 2, "product": ("operands", "product"),
         "add": ("compare", "align", "add", "count"), "output": 2},
-    3: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
-                                  "normalized"),
+    3: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "count", "shift"), "output": 3},
-    4: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
-                                  "normalized"),
+    4: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3},
-    5: {"counter": 3, "product": ("magnitude", "leading", "operands", "partial", "product",
-                                  "normalized"),
+    5: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
         "output": 3},
 }
