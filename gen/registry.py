@@ -320,7 +320,7 @@ UNITS = {
             name="oaken_quantizer",
             factory="hdl.oaken_quantizer:OakenQuantizer",
             defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
-                      "pipeline": 11},
+                      "pipeline": 12},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },

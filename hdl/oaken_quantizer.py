@@ -26,7 +26,7 @@ GROUPS = (("mid", MIDDLE), ("in", INNER), ("out", OUTER))
 
 #: Optional cuts, in the order ``pipeline`` turns them on (see :class:`OakenQuantizer`).
 CUT_ORDER = ("fetch", "select", "code", "stats", "meta", "classify", "abs", "tree", "hold",
-             "out", "beats")
+             "out", "beats", "lanes")
 #: The depth that closes timing at the paper configuration (docs/units/oaken_quantizer.md).
 DEFAULT_PIPELINE = len(CUT_ORDER)
 #: Chunks of up to this many beats are reduced by a tree over their beats after the last one;
@@ -165,7 +165,7 @@ class OakenQuantizer(wiring.Component):
         Fractional bits F of the metadata, 1..16 (default 8); metadata values are
         ``M = data_bits + frac_bits + 2`` bits, signed.
     pipeline : int
-        Register cuts, 0..11 (default 11). Each value adds the next cut of ``CUT_ORDER``:
+        Register cuts, 0..12 (default 12). Each value adds the next cut of ``CUT_ORDER``:
 
         0. none beyond the structure's own registers (decomposer output, chunk accumulators,
            credit flags, gearbox; the queues are LUT RAM with asynchronous reads): the lowest
@@ -188,6 +188,8 @@ class OakenQuantizer(wiring.Component):
         10. ``out``: the coded beat is registered before the ``dense`` and COO queues.
         11. ``beats``: the tree over a chunk's beats registers each level's comparisons (and
             their operands) before its selection (one more register per level).
+        12. ``lanes``: the same in the lanes' min/max trees after their first level (one more
+            register per level, ``log2(lanes) - 1``).
 
     Members
     -------
@@ -207,7 +209,7 @@ class OakenQuantizer(wiring.Component):
 
     Latency and throughput: ``latency`` cycles from the transfer of a chunk's last input beat
     to its first ``dense`` beat being valid, with the outputs ready and the unit otherwise idle
-    (5 at ``pipeline=0``, 22 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
+    (5 at ``pipeline=0``, 25 at the default; ``docs/units/oaken_quantizer.md``); the chunk's
     ``hdr`` is valid no later, and a COO beat one cycle after the ``dense`` beat of the window
     that completes it. One beat per cycle in and out at every depth. ``i.ready`` and every
     output's ``valid`` are flip-flops; the outputs' payloads are queue reads.
@@ -236,6 +238,9 @@ class OakenQuantizer(wiring.Component):
         self.decomposer_parts = max(1, L // 4)
         self.tree_levels = set(range(1, self.lane_bits + 1)) if "tree" in cuts else set()
         self.pair_cut = int("tree" in cuts and L > 1)
+        #: Levels of the lanes' min/max trees whose comparisons are registered before their
+        #: selection (cut "lanes"; level 1, the pairs, has its own with the "tree" cut).
+        self.split_levels = (set(range(2, self.lane_bits + 1)) if "lanes" in cuts else set())
         self.span_max = (1 << (D + 1)) - 2
         self.div15 = div15_plan((self.span_max << F) + 7)
         # A write into a queue (LUT RAM, asynchronous read) is readable a cycle later.
@@ -249,7 +254,8 @@ class OakenQuantizer(wiring.Component):
         stats_cut = int("stats" in cuts)
         # (the "stats" cut registers the chunk's statistics before their queue and the header)
         self.front_latency = (("hold" in cuts) + 1 + self.decomposer_pipeline + ("abs" in cuts)
-                              + len(self.tree_levels) + self.pair_cut + self.chunk_levels
+                              + len(self.tree_levels) + self.pair_cut
+                              + len(self.split_levels) + self.chunk_levels
                               + stats_cut)
         meta_cuts = len(self.div15[1]) if "meta" in cuts else 0
         #: Registers of the coding pipeline (issue to the dense / COO queues).
@@ -426,30 +432,18 @@ class OakenQuantizer(wiring.Component):
 
         # --- decomposer (Fig. 9(a) step 1), never stalled --------------------------------------
         # One decomposer per group of lanes (four at the paper configuration), each with its
-        # own copy of the held thresholds: a register feeds four lanes' comparators, not all
-        # of them. Synthesis merges flip-flops with the same input and initial value, so copy
-        # k holds the thresholds inverted when bit 0 of k is set (undone after it) and starts
-        # at all ones when bit 1 is set: four copies differ in every bit (more decomposers
-        # share them in turn).
+        # own copy of the held thresholds (:func:`_copies`): a register feeds four lanes'
+        # comparators, not all of them.
         parts, per = self.decomposer_parts, L // self.decomposer_parts
         xs = split_lanes(m, front["x"], D, L, name="front_x")
+        held_copies = {n: (_copies(m, used[n], parts, f"hold_{n}") if "hold" in cuts
+                           else [front[n]] * parts) for n in THRESHOLDS}
         decomposers = []
         for k in range(parts):
             dec = OakenDecomposer(lanes=per, data_bits=D, pipeline=self.decomposer_pipeline)
             m.submodules[f"decomposer_{k}"] = dec
             decomposers.append(dec)
-            thresholds = {}
-            for n in THRESHOLDS:
-                if "hold" in cuts:
-                    ones = (1 << D) - 1
-                    mask = Const(ones if k & 1 else 0, D)
-                    copy = Signal(signed(D), name=f"hold_{n}_{k}", reset_less=True,
-                                  init=-1 if k & 2 else 0)
-                    m.d.sync += copy.eq(used[n] ^ mask)
-                    thresholds[n] = Signal(signed(D), name=f"decomposer_{k}_{n}")
-                    m.d.comb += thresholds[n].eq(copy ^ mask)
-                else:
-                    thresholds[n] = front[n]
+            thresholds = {n: held_copies[n][k] for n in THRESHOLDS}
             m.d.comb += [
                 dec.i.valid.eq(valid),
                 dec.i.payload.eq(pack_fields(dec.in_layout, {
@@ -469,7 +463,8 @@ class OakenQuantizer(wiring.Component):
 
         # --- measure: v, sign, per-group min/max over the chunk ------------------------------
         meas = _Stages(m, decomposers[0].o.valid,
-                       depth=("abs" in cuts) + len(self.tree_levels) + self.pair_cut,
+                       depth=("abs" in cuts) + len(self.tree_levels) + self.pair_cut
+                       + len(self.split_levels),
                        name="measure")
         groups, inliers, outliers = [], [], []
         for k, dec in enumerate(decomposers):
@@ -511,7 +506,8 @@ class OakenQuantizer(wiring.Component):
                     leaves = [stage(v, f"{g}_{kind}_l1_{j}_r") for j, v in enumerate(leaves)]
                 trees[f"{g}_{kind}"] = min_max_tree(m, leaves, minimum=kind == "min",
                                                     cut_levels=levels, stage=stage,
-                                                    name=f"{g}_{kind}", first_level=2)
+                                                    name=f"{g}_{kind}", first_level=2,
+                                                    split_levels=self.split_levels)
             trees[f"{g}_present"] = or_tree(members[code])
         # The beat's outlier count, its adder tree registered level by level with the trees.
         trees["count"] = adder_tree_cut([state["group"][lane] != MIDDLE for lane in range(L)],
@@ -520,7 +516,9 @@ class OakenQuantizer(wiring.Component):
         beat = {key: state[key] for key in side}
         beat["present"] = [trees.pop(f"{g}_present") for g, _ in GROUPS]
         count = trees.pop("count")
-        for _ in range(len(levels) + self.pair_cut):
+        for k in range(len(self.split_levels)):
+            count = stage(count, f"count_split{k}")
+        for _ in range(len(levels) + self.pair_cut + len(self.split_levels)):
             beat = meas.cut(beat, True, f"tree{meas.cuts}")
         assert meas.cuts == meas.depth
 
@@ -591,18 +589,26 @@ class OakenQuantizer(wiring.Component):
         m.d.comb += [stats_write.eq(chunk_valid), stats_pop.eq(issue & last_w)]
         m.d.comb += [buf.r_en.eq(issue), cst.r_en.eq(issue & last_w)]
         back = _Stages(m, issue, depth=self.code_latency, name="code")
-        # Cut "fetch": the queues' outputs (asynchronous LUT RAM reads) are registered first.
-        fetched = back.cut({"word": buf.r_data, "chunk": cst.r_data, "window": window,
-                            "first": first_w, "last": last_w}, "fetch" in cuts, "fetch")
+        # Cut "fetch": the queues' outputs (asynchronous LUT RAM reads) are registered first,
+        # the chunk's statistics in a copy per group of four lanes (:func:`_copies`; one
+        # register feeding all 16 lanes' selections measured 148.2 MHz on ECP5).
+        fetched = back.cut({"word": buf.r_data, "window": window, "first": first_w,
+                            "last": last_w}, "fetch" in cuts, "fetch")
         first_w, last_w, window = fetched["first"], fetched["last"], fetched["window"]
         word = Signal(self.word_layout, name="coded_word")
-        chunk = Signal(self.stats_layout, name="coded_chunk")
-        m.d.comb += [word.eq(fetched["word"]), chunk.eq(fetched["chunk"])]
+        m.d.comb += word.eq(fetched["word"])
+        parts, per = self.decomposer_parts, L // self.decomposer_parts
+        chunk_copies = []
+        for k, value in enumerate(_copies(m, cst.r_data, parts, "fetch_chunk")
+                                  if "fetch" in cuts else [cst.r_data] * parts):
+            chunk = Signal(self.stats_layout, name=f"coded_chunk_{k}")
+            m.d.comb += chunk.eq(value)
+            chunk_copies.append(chunk)
         # Per lane u = 2 v - (min + max) of its group (|u| <= span), then (next stage)
         # r = 15 u = 30 (v - min) - 15 span, the code search's first comparison.
         lanes = {"u": [], "span": [], "zero": [], "entry": [], "flag": []}
         for lane in range(L):
-            g, v = word.group[lane], word.v[lane]
+            g, v, chunk = word.group[lane], word.v[lane], chunk_copies[lane // per]
             u = Signal(signed(D + 3), name=f"u_{lane}")
             both = Signal(signed(S + 1), name=f"sum_{lane}")
             span = Signal(unsigned(D + 1), name=f"span_{lane}")
@@ -632,7 +638,7 @@ class OakenQuantizer(wiring.Component):
         ones = prefix_count(m, lanes["flag"], width=lb + 1, levels=range(split),
                             name="coo_ones")
         beat = {**lanes, "zeros": zeros, "ones": ones, "first": first_w, "last": last_w,
-                "total": chunk.total}
+                "total": chunk_copies[0].total}
         beat = back.cut(beat, "select" in cuts, "select")
         zeros = prefix_count(m, beat.pop("zeros"), width=lb + 1, levels=range(split, lb),
                              name="coo_prefix")
@@ -654,8 +660,15 @@ class OakenQuantizer(wiring.Component):
         for step, shift in enumerate((3, 2, 1, 0)):
             if step == 1:
                 beat.update(self._fill(m, back.here, beat))
-                for key in ("n", "first", "last", "total"):
+                for key in ("n", "first", "last"):
                     del beat[key]
+            if step == 2:
+                # Whether a full beat is the chunk's last: the running count after this beat
+                # reached the total, compared a stage after the count's adder (after the adder
+                # it measured 6.9 ns on ECP5, the limit at 146.9 MHz).
+                total, after = beat.pop("total"), beat.pop("after")
+                low_total = total[:lb] if lb else Const(0, 1)
+                beat["full_last"] = (after == total) & (low_total == 0)
             if network[step] is not None:
                 kind, bits = network[step]
                 if kind == "compact":
@@ -826,8 +839,9 @@ class OakenQuantizer(wiring.Component):
     def _fill(self, m, valid, beat):
         """The COO gearbox's view of a coded beat: the chunk's running outlier count (a
         register updated while ``valid``) gives the fill position ``h`` of this beat's entries;
-        whether they complete a beat (``wrap``), the remainder's count, whether a full beat is
-        the chunk's last, whether the chunk ends with a partial (or empty) beat."""
+        whether they complete a beat (``wrap``), the remainder's count, whether the chunk ends
+        with a partial (or empty) beat, and the count after this beat (``after``: a full beat
+        is the chunk's last when it equals the chunk's total)."""
         L, lb = self.lanes, self.lane_bits
         cum = Signal(range(self.vec_len + 1), name="coo_cum", reset_less=True)
         before = Signal(range(self.vec_len + 1), name="coo_before")
@@ -851,7 +865,7 @@ class OakenQuantizer(wiring.Component):
             "write_a": wrap | final,                # a full beat, or the chunk's remainder
             "write_b": wrap & final,                # the remainder after a full beat
             "pcount": t[:lb] if lb else Const(0, 1),
-            "full_last": (after == beat["total"]) & (low_total == 0),
+            "after": after,                         # full_last: compared a stage later
         }
 
     def _position(self, m, advance, name):
@@ -885,6 +899,26 @@ def _below_after(m, count, limit, up, down, *, name):
     result = Signal(name=name)
     m.d.comb += result.eq(Mux(up & ~down, flags[-1], Mux(down & ~up, flags[1], flags[0])))
     return result
+
+
+def _copies(m, value, count, name):
+    """``count`` registered copies of ``value`` (no enable) that synthesis keeps apart, so that
+    each drives a share of a wide fan-out. Yosys merges flip-flops with the same input and
+    initial value, so copy ``k`` holds ``value`` inverted when bit 0 of ``k`` is set (undone
+    after it) and starts at all ones when bit 1 is set: four copies differ in every bit (more
+    copies share them in turn). Returns the copies (combinational from their registers)."""
+    value = Value.cast(value)
+    ones = (1 << len(value)) - 1
+    copies = []
+    for k in range(count):
+        mask = Const(ones if k & 1 else 0, len(value))
+        register = Signal(len(value), name=f"{name}_{k}_held", reset_less=True,
+                          init=ones if k & 2 else 0)
+        copy = Signal.like(value, name=f"{name}_{k}")
+        m.d.sync += register.eq(value ^ mask)
+        m.d.comb += copy.eq(register ^ mask)
+        copies.append(copy)
+    return copies
 
 
 def _register(m, value, name, *, reset=False):

@@ -105,23 +105,32 @@ def pair_leaves(m, values, members, *, top, bottom, stage, name):
     return result
 
 
-def min_max_tree(m, leaves, *, minimum, cut_levels, stage, name, first_level=1):
+def min_max_tree(m, leaves, *, minimum, cut_levels, stage, name, first_level=1,
+                 split_levels=()):
     """Reduce ``leaves`` (signed values of one width) to their minimum (``minimum``) or maximum
     with a balanced tree of comparators; ``stage`` registers every value after the levels in
-    ``cut_levels`` (the first row of comparators is level ``first_level``). Returns the
-    result."""
+    ``cut_levels`` (the first row of comparators is level ``first_level``). At the levels in
+    ``split_levels`` the comparisons and both operands (and an unpaired value) are registered
+    before the selection, so that a comparison's carry chain and the selection's multiplexers
+    are in different cycles. Returns the result."""
     values = list(leaves)
     level = first_level - 1
     while len(values) > 1:
         level += 1
+        split = level in split_levels
         paired = []
         for k in range(0, len(values) - 1, 2):
             a, b = values[k], values[k + 1]
+            takes_a = (a < b) if minimum else (a > b)
+            if split:
+                a, b, takes_a = (stage(v, f"{name}_l{level}_{side}{k // 2}_r")
+                                 for side, v in (("a", a), ("b", b), ("takes_a", takes_a)))
             chosen = Signal.like(a, name=f"{name}_l{level}_{k // 2}")
-            m.d.comb += chosen.eq(Mux((a < b) if minimum else (a > b), a, b))
+            m.d.comb += chosen.eq(Mux(takes_a, a, b))
             paired.append(chosen)
         if len(values) % 2:
-            paired.append(values[-1])
+            odd = values[-1]
+            paired.append(stage(odd, f"{name}_l{level}_odd_r") if split else odd)
         values = paired
         if level in cut_levels:
             values = [stage(v, f"{name}_l{level}_{k}_r") for k, v in enumerate(values)]

@@ -52,9 +52,10 @@ def test_invalid_parameters_name_the_parameter(kwargs, error, message):
 #: Cycles each cut adds to the latency at 16 lanes (docs/units/oaken_quantizer.md, Latency):
 #: ``code`` three registers, ``tree`` one per tree level (4 at 16 lanes) and one for the pairs'
 #: comparisons, ``stats`` one (before the statistics queue), ``meta`` none (the header path
-#: only), ``beats`` one per level of the tree over a chunk's four beats (2).
+#: only), ``beats`` one per level of the tree over a chunk's four beats (2), ``lanes`` one per
+#: level of the lane trees after the pairs (3).
 ADDED = {"fetch": 1, "select": 1, "code": 3, "stats": 1, "meta": 0, "classify": 1, "abs": 1,
-         "tree": 5, "hold": 1, "out": 1, "beats": 2}
+         "tree": 5, "hold": 1, "out": 1, "beats": 2, "lanes": 3}
 
 
 def test_latency_follows_pipeline():
