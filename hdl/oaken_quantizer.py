@@ -17,7 +17,7 @@ from .oaken_dequantizer_coo import ENTRY_BITS
 from .oaken_quantizer_parts import (LutQueue, TwoWriteQueue, code_step, compact, div15_plan,
                                     divide_by_15, min_max_tree, pair_leaves, prefix_count,
                                     rotate, select_by_group)
-from .stream_stage import StallPipeline, check_pipeline, pack_fields
+from .stream_stage import StallPipeline, check_pipeline, distinct_copies, pack_fields
 
 __all__ = ["OakenQuantizer", "CUT_ORDER", "DEFAULT_PIPELINE", "GROUPS"]
 
@@ -432,12 +432,12 @@ class OakenQuantizer(wiring.Component):
 
         # --- decomposer (Fig. 9(a) step 1), never stalled --------------------------------------
         # One decomposer per group of lanes (four at the paper configuration), each with its
-        # own copy of the held thresholds (:func:`_copies`): a register feeds four lanes'
-        # comparators, not all of them.
+        # own copy of the held thresholds (:func:`~hdl.stream_stage.distinct_copies`): a
+        # register feeds four lanes' comparators, not all of them.
         parts, per = self.decomposer_parts, L // self.decomposer_parts
         xs = split_lanes(m, front["x"], D, L, name="front_x")
-        held_copies = {n: (_copies(m, used[n], parts, f"hold_{n}") if "hold" in cuts
-                           else [front[n]] * parts) for n in THRESHOLDS}
+        held_copies = {n: (distinct_copies(m, used[n], parts, name=f"hold_{n}")
+                           if "hold" in cuts else [front[n]] * parts) for n in THRESHOLDS}
         decomposers = []
         for k in range(parts):
             dec = OakenDecomposer(lanes=per, data_bits=D, pipeline=self.decomposer_pipeline)
@@ -590,8 +590,9 @@ class OakenQuantizer(wiring.Component):
         m.d.comb += [buf.r_en.eq(issue), cst.r_en.eq(issue & last_w)]
         back = _Stages(m, issue, depth=self.code_latency, name="code")
         # Cut "fetch": the queues' outputs (asynchronous LUT RAM reads) are registered first,
-        # the chunk's statistics in a copy per group of four lanes (:func:`_copies`; one
-        # register feeding all 16 lanes' selections measured 148.2 MHz on ECP5).
+        # the chunk's statistics in a copy per group of four lanes
+        # (:func:`~hdl.stream_stage.distinct_copies`; one register feeding all 16 lanes'
+        # selections measured 148.2 MHz on ECP5).
         fetched = back.cut({"word": buf.r_data, "window": window, "first": first_w,
                             "last": last_w}, "fetch" in cuts, "fetch")
         first_w, last_w, window = fetched["first"], fetched["last"], fetched["window"]
@@ -599,7 +600,7 @@ class OakenQuantizer(wiring.Component):
         m.d.comb += word.eq(fetched["word"])
         parts, per = self.decomposer_parts, L // self.decomposer_parts
         chunk_copies = []
-        for k, value in enumerate(_copies(m, cst.r_data, parts, "fetch_chunk")
+        for k, value in enumerate(distinct_copies(m, cst.r_data, parts, name="fetch_chunk")
                                   if "fetch" in cuts else [cst.r_data] * parts):
             chunk = Signal(self.stats_layout, name=f"coded_chunk_{k}")
             m.d.comb += chunk.eq(value)
@@ -899,26 +900,6 @@ def _below_after(m, count, limit, up, down, *, name):
     result = Signal(name=name)
     m.d.comb += result.eq(Mux(up & ~down, flags[-1], Mux(down & ~up, flags[1], flags[0])))
     return result
-
-
-def _copies(m, value, count, name):
-    """``count`` registered copies of ``value`` (no enable) that synthesis keeps apart, so that
-    each drives a share of a wide fan-out. Yosys merges flip-flops with the same input and
-    initial value, so copy ``k`` holds ``value`` inverted when bit 0 of ``k`` is set (undone
-    after it) and starts at all ones when bit 1 is set: four copies differ in every bit (more
-    copies share them in turn). Returns the copies (combinational from their registers)."""
-    value = Value.cast(value)
-    ones = (1 << len(value)) - 1
-    copies = []
-    for k in range(count):
-        mask = Const(ones if k & 1 else 0, len(value))
-        register = Signal(len(value), name=f"{name}_{k}_held", reset_less=True,
-                          init=ones if k & 2 else 0)
-        copy = Signal.like(value, name=f"{name}_{k}")
-        m.d.sync += register.eq(value ^ mask)
-        m.d.comb += copy.eq(register ^ mask)
-        copies.append(copy)
-    return copies
 
 
 def _register(m, value, name, *, reset=False):

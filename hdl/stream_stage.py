@@ -25,14 +25,14 @@ pieces here are what the units compose to build them:
 
 from collections.abc import Mapping
 
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import check_int
 
 __all__ = ["output_register", "StallPipeline", "SkidBuffer", "PingPongBuffer", "check_pipeline",
-           "pack_fields"]
+           "pack_fields", "distinct_copies"]
 
 
 def check_pipeline(value, *, max_value):
@@ -93,6 +93,31 @@ def enabled_register(m, value, enable, *, name):
     with m.If(enable):
         m.d.sync += register.eq(value)
     return register
+
+
+def distinct_copies(m, value, count, *, name, enable=None):
+    """``count`` registered copies of ``value`` (loaded when ``enable``, every cycle when None)
+    that synthesis keeps apart, so that each drives a share of a wide fan-out. Yosys merges
+    flip-flops with the same input and initial value, so copy ``k`` holds ``value`` inverted
+    when bit 0 of ``k`` is set (undone after it) and starts at all ones when bit 1 is set: four
+    copies differ in every bit (more copies share them in turn). Returns the copies
+    (combinational from their registers, of ``value``'s shape)."""
+    value = Value.cast(value)
+    ones = (1 << len(value)) - 1
+    copies = []
+    for k in range(count):
+        mask = Const(ones if k & 1 else 0, len(value))
+        register = Signal(len(value), name=f"{name}_{k}_held", reset_less=True,
+                          init=ones if k & 2 else 0)
+        copy = Signal(value.shape(), name=f"{name}_{k}")
+        if enable is None:
+            m.d.sync += register.eq(value ^ mask)
+        else:
+            with m.If(enable):
+                m.d.sync += register.eq(value ^ mask)
+        m.d.comb += copy.eq(register ^ mask)
+        copies.append(copy)
+    return copies
 
 
 def register_packed(items, register, *, group, name):
