@@ -351,6 +351,26 @@ UNITS = {
             ops_per_cycle=4,
         ),
         UnitSpec(
+            name="p3_pcu",
+            factory="hdl.p3_pcu:P3Pcu",
+            defaults={"pes": 16, "reuse": 1, "pipeline": 6},
+            configs={
+                # P3-LLM section V-C / Fig. 6(c): 16 PEs, a 1 x 4 x 16 tile per column read.
+                "p3-pcu": {"pes": 16, "reuse": 1},
+                # Section V-D / Fig. 7: the throughput-enhanced PCU, two accumulator sets.
+                "p3-pcu-te": {"pes": 16, "reuse": 2},
+            },
+            testbench="verif.tb_p3_pcu",
+            golden="golden.beats:p3_pcu",
+            doc="docs/units/p3_pcu.md",
+            report=(ReportConfig("p3-pcu"), ReportConfig("p3-pcu-te")),
+            result="MAC",
+            rate=lambda p: 4 * p["pes"],
+            summary="P3-LLM PCU: 16 PEs sharing FP8 activations, 1 x 4 x 16 GEMV tile per beat",
+            baseline="fp16_pcu",
+            ops_per_cycle=64,
+        ),
+        UnitSpec(
             name="fp16_mac",
             factory="hdl.fp16_mac:Fp16Mac",
             defaults={"pipeline": 2},
@@ -361,6 +381,21 @@ UNITS = {
             rate=lambda p: 1,
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",
             ops_per_cycle=1,
+        ),
+        UnitSpec(
+            name="fp16_pcu",
+            factory="hdl.fp16_pcu:Fp16Pcu",
+            defaults={"lanes": 16, "pipeline": 2},
+            testbench="verif.tb_fp16_pcu",
+            golden="golden.beats:fp16_pcu",
+            doc="docs/units/fp16_pcu.md",
+            result="MAC",
+            rate=lambda p: p["lanes"],
+            summary="Baseline for p3_pcu: HBM-PIM PCU, 16 FP16 x FP16 MACs sharing one "
+                    "activation, FP32 accumulate",
+            # At the default 16 lanes (ops_per_cycle is one number per unit; rate follows
+            # lanes).
+            ops_per_cycle=16,
         ),
         UnitSpec(
             name="accllm_dsp_mul",
@@ -427,6 +462,35 @@ UNITS = {
             result="selected pair",
             rate=lambda p: p["groups"] * p["rows"],
             summary="AccLLM 2:4 sparse selector: x1/x2 = x[4g + idx1/idx2] per row, registered",
+        ),
+        UnitSpec(
+            name="accllm_pe",
+            factory="hdl.accllm_pe:AccllmPe",
+            defaults={"x_bits": 8, "x_signed": True, "target": "generic", "acc_bits": 32,
+                      "pipeline": 3},
+            configs={
+                # AccLLM section V-B, Fig. 10: two precision-scalable multipliers of adjacent
+                # PE blocks on one DSP48E2 (mode w8 / w4 / w2 per beat), each with its partial
+                # sum accumulated across cycles; U280 target.
+                "accllm-pe-xilinx": {"target": "xilinx"},
+                # The figure zero-extends X into B: unsigned activations.
+                "accllm-pe-xilinx-unsigned": {"target": "xilinx", "x_signed": False},
+                # The same PE in fabric multipliers (any synthesizer) and on ECP5 with the
+                # operands in the MULT18X18D input registers.
+                "accllm-pe-generic": {"target": "generic"},
+                "accllm-pe-ecp5": {"target": "ecp5"},
+            },
+            testbench="verif.tb_accllm_pe",
+            golden="golden.beats:accllm_pe",
+            doc="docs/units/accllm_pe.md",
+            # One DSP48E2 (xilinx, area only) and the fabric / MULT18X18D PE (ECP5 Fmax).
+            report=(ReportConfig("accllm-pe-xilinx"), ReportConfig("accllm-pe-ecp5"),
+                    ReportConfig("accllm-pe-generic")),
+            result="MAC",
+            rate=lambda p: 2,
+            summary="AccLLM PE: mode w8/w4/w2 (KV4 zero points) per beat on one DSP48E2, two "
+                    "exact accumulators",
+            ops_per_cycle=2,
         ),
     ]
 }

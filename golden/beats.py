@@ -18,7 +18,9 @@ Adapters and the units they serve:
 * ``oaken_decomposer``: ``oaken_decomposer``;
 * ``oaken_dequantizer``: ``oaken_dequantizer`` (three input streams: it has an ``order``);
 * ``p3_pe``: ``p3_pe``;
+* ``p3_pcu``: ``p3_pcu``;
 * ``fp16_mac``: ``fp16_mac``;
+* ``fp16_pcu``: ``fp16_pcu``;
 * ``accllm_mul``: ``accllm_dsp_mul``, ``accllm_plain_mul``;
 * ``accllm_sparse_selector``: ``accllm_sparse_selector``.
 
@@ -37,12 +39,12 @@ from .fp16_mac import fp16_mac_run, fp32_match
 from .kllm import concat_indices, counter_width, index_distributions, wrap_counts
 from .oaken import decompose, dequantize_vector, quantize_vector
 from .orizuru import beat_lanes, orizuru_beats
-from .p3 import pe_run
+from .p3 import pcu_run, pe_run
 
 __all__ = [
     "BeatModel", "MODELS",
     "kllm_concat", "kllm_idx_counter", "orizuru", "oaken_decomposer", "oaken_dequantizer",
-    "p3_pe", "fp16_mac", "accllm_mul", "accllm_sparse_selector",
+    "p3_pe", "p3_pcu", "fp16_mac", "fp16_pcu", "accllm_mul", "accllm_sparse_selector",
 ]
 
 
@@ -397,6 +399,118 @@ p3_pe = BeatModel("p3_pe", _p3_pe_stimulus, _p3_pe_expected)
 """SPEC 5: one beat per ``last`` (``acc``, sticky ``overflow`` and ``nan``)."""
 
 
+# --------------------------------------------------------------------------- p3_pcu
+
+
+def _p3_act_codes(rng, act_fmt):
+    """Activation codes (beats, 4) for per-beat formats ``act_fmt``: uniform, with extra NaNs
+    (E4M3), largest exponents and subnormals (as ``verif/tb_p3_pe.py``'s ``random_codes``)."""
+    shape = (len(act_fmt), 4)
+    codes = rng.integers(0, 256, shape)
+    kind = rng.random(shape)
+    e4m3 = np.broadcast_to(np.asarray(act_fmt)[:, None] == 0, shape)
+    nan = np.where(rng.random(shape) < 0.5, 0x7F, 0xFF)
+    big = np.where(e4m3, (rng.integers(0, 2, shape) << 7) | 0x78 | rng.integers(0, 7, shape),
+                   0xF0 | rng.integers(0, 16, shape))
+    sub = np.where(e4m3, (rng.integers(0, 2, shape) << 7) | rng.integers(0, 8, shape),
+                   rng.integers(0, 16, shape))
+    codes = np.where((kind < 0.03) & e4m3, nan, codes)
+    codes = np.where((kind >= 0.03) & (kind < 0.15), big, codes)
+    return np.where((kind >= 0.15) & (kind < 0.25), sub, codes)
+
+
+def _p3_pcu_stimulus(rng, p, count):
+    pes, reuse = p["pes"], p["reuse"]
+    slot, column, first, last, column_group, hot = [], [], [], [], [], []
+    group = -1
+    while len(slot) < count:
+        group, start = group + 1, len(column_group)
+        hot.append(False)
+        if reuse > 1 and rng.random() < 0.1:
+            # Irregular slot order: 1..8 beats of random slots, a weight column each; each slot's
+            # first and last beat in the run carry its first and last.
+            slots = rng.integers(0, reuse, int(rng.integers(1, 9))).tolist()
+            for k, s in enumerate(slots):
+                slot.append(s)
+                column.append(start + k)
+                first.append(s not in slots[:k])
+                last.append(s not in slots[k + 1:])
+            column_group += [group] * len(slots)
+            continue
+        # A dot product of 1..16 weight columns (one in 50: 17..128; one in 50 a "hot" one of
+        # 100..160 columns of large same-sign products that overflows), each column `reuse`
+        # beats (slots 0, 1, ... sharing the column); one in 20 carries on (no first).
+        kind = rng.random()
+        hot[-1] = bool(kind < 0.02)
+        length = int(rng.integers(100, 161) if hot[-1] else rng.integers(17, 129)
+                     if kind < 0.04 else rng.integers(1, 17))
+        carry = rng.random() < 0.05
+        for k in range(length):
+            for s in range(reuse):
+                slot.append(s)
+                column.append(start + k)
+                first.append(k == 0 and not carry)
+                last.append(k == length - 1)
+        column_group += [group] * length
+    slot, column = np.array(slot[:count], np.int64), np.array(column[:count], np.int64)
+    first, last = np.array(first[:count], np.int64), np.array(last[:count], np.int64)
+    for s in range(reuse):                          # every slot opens with first, ends on last
+        beats = np.flatnonzero(slot == s)
+        first[beats[:1]] = 1
+        last[beats[-1:]] = 1
+    # Formats, sv_sel and zp per dot product (per weight column in one group of ten), shared by
+    # the beats of a column; weight codes per column, one in ten the special value code 8.
+    columns, groups = len(column_group), group + 1
+    group_of = np.array(column_group, np.int64)
+    mixed = (rng.random(groups) < 0.1)[group_of]
+
+    def per_column(hi, shape=()):
+        per_group = rng.integers(0, hi, (groups,) + shape)[group_of]
+        each = rng.integers(0, hi, (columns,) + shape)
+        return np.where(mixed.reshape((columns,) + (1,) * len(shape)), each, per_group)
+
+    act_fmt, wgt_fmt = per_column(2), per_column(2)
+    sv_sel, zp = per_column(4, (pes,)), per_column(16, (pes,))
+    wgt = np.where(rng.random((columns, pes, 4)) < 0.1, 8, rng.integers(0, 16, (columns, pes, 4)))
+    # Hot columns: E4M3 x BitMoD, the special value +-8 (sv_sel 2 or 3 per PE) in 7 lanes of 8.
+    hot_col = np.array(hot, bool)[group_of]
+    act_fmt[hot_col], wgt_fmt[hot_col] = 0, 0
+    sv_sel[hot_col] = 2 + rng.integers(0, 2, (1, pes))
+    wgt[hot_col] = np.where(rng.random((int(hot_col.sum()), pes, 4)) < 0.875, 8, 0)
+    act = _p3_act_codes(rng, act_fmt[column])
+    hot_beat = hot_col[column]
+    act[hot_beat] = 0x78 | rng.integers(0, 7, (int(hot_beat.sum()), 4))    # +256..+448
+    return {"i": {"act": act, "wgt": wgt[column].reshape(-1, pes, 4),
+                  "act_fmt": act_fmt[column], "wgt_fmt": wgt_fmt[column],
+                  "sv_sel": sv_sel[column].reshape(-1, pes), "zp": zp[column].reshape(-1, pes),
+                  "first": first, "last": last, **({"slot": slot} if reuse > 1 else {})}}
+
+
+def _p3_pcu_expected(p, inputs):
+    i = inputs["i"]
+    wgt = np.asarray(i["wgt"])
+    if wgt.ndim != 3 or wgt.shape[1:] != (p["pes"], 4):
+        raise ValueError(f"wgt must have shape (beats, pes, 4) with pes = {p['pes']}, not "
+                         f"{wgt.shape}")
+    out = pcu_run(*(i[name] for name in _P3_FIELDS), i.get("slot"), reuse=p["reuse"])
+    if p["reuse"] == 1:
+        del out["slot"]
+    return {"o": {name: np.asarray(value, np.int64) for name, value in out.items()}}
+
+
+p3_pcu = BeatModel("p3_pcu", _p3_pcu_stimulus, _p3_pcu_expected)
+"""SPEC 9: ``pes`` PE lanes sharing ``act``; one beat per ``last`` in the order of the ``last``
+beats: ``acc``, ``overflow``, ``nan`` (each (beats, pes)) and the ``slot`` of that ``last`` beat
+(:func:`golden.p3.pcu_run`: each slot is an independent accumulator set, any slot order).
+At ``reuse`` 1 there is no ``slot`` field (SPEC 9's ``ceil(log2 reuse)`` bits: none), in
+the input or the output beats. The stimulus: ``count`` beats of dot products of random length,
+formats, ``sv_sel`` and ``zp`` per dot product (one in ten per weight column), activation codes
+biased to NaN, largest exponents and subnormals, one dot product in 50 long and one in 50 long
+with large same-sign products (overflow); at ``reuse`` 2 weight columns of slot 0 / slot 1 beat
+pairs sharing ``wgt``, ``sv_sel``, ``zp`` and formats (``first``/``last`` on both), and one run
+in ten of random slots with ``first``/``last`` per slot."""
+
+
 # --------------------------------------------------------------------------- fp16_mac
 
 
@@ -423,6 +537,37 @@ fp16_mac = BeatModel("fp16_mac", _fp16_mac_stimulus, _fp16_mac_expected,
                      equal={"acc": _fp32_equal})
 """SPEC 5 (baseline): one binary32 pattern per ``last``; ``acc`` compares NaN to any NaN
 (:func:`golden.fp16_mac.fp32_match`)."""
+
+
+# --------------------------------------------------------------------------- fp16_pcu
+
+
+def _fp16_pcu_stimulus(rng, p, count):
+    def fp16(shape):
+        values = rng.standard_normal(shape).astype(np.float16).view(np.uint16).astype(np.int64)
+        return np.where(rng.random(shape) < 0.05, rng.integers(0, 1 << 16, shape), values)
+    last = _runs_ending_at_last(count, rng, 0.2)
+    first = np.concatenate(([1], last[:-1]))
+    return {"i": {"act": fp16(count), "wgt": fp16((count, p["lanes"])), "first": first,
+                  "last": last}}
+
+
+def _fp16_pcu_expected(p, inputs):
+    i = inputs["i"]
+    act = np.asarray(i["act"], np.int64)
+    wgt = np.asarray(i["wgt"], np.int64)
+    if wgt.shape != (len(act), p["lanes"]):
+        raise ValueError(f"wgt must have shape (beats, lanes) = ({len(act)}, {p['lanes']}), "
+                         f"not {wgt.shape}")
+    acc = [fp16_mac_run(act, wgt[:, j], i["first"], i["last"]) for j in range(p["lanes"])]
+    return {"o": {"acc": np.stack(acc, axis=1).astype(np.int64)}}
+
+
+fp16_pcu = BeatModel("fp16_pcu", _fp16_pcu_stimulus, _fp16_pcu_expected,
+                     equal={"acc": _fp32_equal})
+"""HBM-PIM PCU baseline of SPEC 9: ``lanes`` ``fp16_mac`` lanes sharing ``act``, lane ``j``
+over ``(act, wgt[j])``; one beat per ``last``, ``acc`` (beats, lanes) of binary32 patterns,
+compared element by element with :func:`golden.fp16_mac.fp32_match` (NaN equals any NaN)."""
 
 
 # --------------------------------------------------------------------------- accllm
@@ -494,7 +639,7 @@ indices, equal or in either order, are selected as they are)."""
 #: Every adapter by name.
 MODELS = {model.name: model for model in (
     kllm_concat, kllm_idx_counter, orizuru, oaken_decomposer, oaken_dequantizer, p3_pe,
-    fp16_mac, accllm_mul, accllm_sparse_selector)}
+    p3_pcu, fp16_mac, fp16_pcu, accllm_mul, accllm_sparse_selector)}
 
 
 # --------------------------------------------------------------------------- kllm_column
@@ -672,3 +817,95 @@ misordered thresholds and one in 16 whose later beats carry other thresholds."""
 
 __all__.append("oaken_quantizer")
 MODELS[oaken_quantizer.name] = oaken_quantizer
+
+
+# --------------------------------------------------------------------------- accllm_pe
+
+from .accllm import pe_products as accllm_pe_products  # noqa: E402  (appended section)
+from .accllm import pe_run as accllm_pe_run  # noqa: E402
+
+_PE_FIELDS = ("mode", "x1", "x2", "w1", "w2", "kv4", "zp", "first", "last")
+#: Beats of a "hot" dot product at most (a run of extreme products towards the accumulator
+#: limit; it reaches the limit where ``acc_bits`` is small enough).
+_PE_HOT_BEATS = 400
+
+
+def _pe_x(rng, p, n):
+    """Activations, a third of them at the ends of the range (the B-port corner of mode w2)."""
+    lo, hi = _x_range(p["x_bits"], p["x_signed"])
+    corners = np.array([lo, lo + 1, -1 if p["x_signed"] else 1, 0, hi])
+    return np.where(rng.random(n) < 1 / 3, rng.choice(corners, n), rng.integers(lo, hi + 1, n))
+
+
+def _pe_hot(rng, p):
+    """One dot product repeating an extreme product pair in one mode (w8, or w4 with a KV4
+    code at a zero point's distance) until the accumulator range is left, or for
+    :data:`_PE_HOT_BEATS` beats where ``acc_bits`` needs more; its length is moved by -2..2
+    beats around the limit (so that runs just inside the range occur too)."""
+    lo, hi = _x_range(p["x_bits"], p["x_signed"])
+    mode = int(rng.choice([0, 0, 1]))
+    x = int(rng.choice([lo, hi]))
+    if mode == 0:
+        w1, w2 = (int(v) for v in rng.choice([-128, 127], 2))
+        kv4, zp = 0, 0
+    else:
+        kv4, zp = 1, int(rng.choice([0, 15]))
+        w1 = w2 = 15 - zp                            # q - zp = +15 or -15
+    t1, t2 = accllm_pe_products(mode, x, x, w1, w2, kv4, zp, p["x_bits"], p["x_signed"])
+    top = max(abs(int(t1)), abs(int(t2)), 1)
+    need = (1 << (p["acc_bits"] - 1)) // top + 1     # beats to leave the range (about)
+    n = max(1, min(_PE_HOT_BEATS, need + int(rng.integers(-2, 3))))
+    return {"mode": np.full(n, mode), "x1": np.full(n, x), "x2": _pe_x(rng, p, n),
+            "w1": np.full(n, w1), "w2": np.full(n, w2), "kv4": np.full(n, kv4),
+            "zp": np.full(n, zp)}
+
+
+def _accllm_pe_stimulus(rng, p, count):
+    """``count`` dot products (``count`` is the number of ``last`` beats)."""
+    parts, first, last = [], [], []
+    for _ in range(count):
+        kind = rng.random()
+        if kind < 0.02:                              # hot: towards or past the limit
+            part = _pe_hot(rng, p)
+            n = len(part["mode"])
+        else:
+            n = int(rng.integers(17, 129) if kind < 0.06 else rng.integers(1, 17))
+            # Half the dot products in one mode throughout, half with a mode per beat.
+            mode = (np.full(n, rng.integers(0, 3)) if rng.random() < 0.5
+                    else rng.integers(0, 3, n))
+            part = {"mode": mode, "x1": _pe_x(rng, p, n), "x2": _pe_x(rng, p, n),
+                    # Any 8-bit pattern: modes w4 and w2 must ignore the bits above theirs.
+                    "w1": rng.integers(-128, 128, n), "w2": rng.integers(-128, 128, n),
+                    "kv4": rng.integers(0, 2, n), "zp": rng.integers(0, 16, n)}
+        parts.append(part)
+        f = np.zeros(n, np.int64)
+        f[0] = rng.random() >= 0.05                  # one in 20 carries on (no first)
+        first.append(f)
+        last.append((np.arange(n) == n - 1).astype(np.int64))
+    fields = {name: np.concatenate([part[name] for part in parts]).astype(np.int64)
+              for name in _PE_FIELDS[:7]}
+    fields["first"] = np.concatenate(first)
+    fields["first"][:1] = 1
+    fields["last"] = np.concatenate(last)
+    return {"i": fields}
+
+
+def _accllm_pe_expected(p, inputs):
+    i = inputs["i"]
+    out = accllm_pe_run(*(i[name] for name in _PE_FIELDS), acc_bits=p["acc_bits"],
+                 x_bits=p["x_bits"], x_signed=p["x_signed"])
+    return {"o": {name: np.asarray(value, np.int64) for name, value in out.items()}}
+
+
+accllm_pe = BeatModel("accllm_pe", _accllm_pe_stimulus, _accllm_pe_expected)
+"""SPEC 10: one ``o`` beat per ``last``: ``s1``, ``s2`` (the sums since ``first`` of each
+beat's own mode's products, modulo ``2^acc_bits``) and the sticky ``overflow``
+(:func:`golden.accllm.pe_run`). The stimulus is ``count`` dot products (``count`` ``last``
+beats): 1..16 beats (one in 25: 17..128), half of them in one mode, half with a random mode
+per beat, random bits above the w4 / w2 weights, ``kv4`` and ``zp`` random on every beat, one
+in 20 carrying on without ``first``; one in 50 a run of one extreme product pair (w8, or w4
+KV4 with ``q - zp = +-15``) ending about where the accumulator range is left (-2..+2 beats),
+at most 400 beats (so the range is reached for ``acc_bits`` up to about 22 with 8-bit X)."""
+
+MODELS[accllm_pe.name] = accllm_pe
+__all__.append("accllm_pe")

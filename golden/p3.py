@@ -4,7 +4,8 @@ Reference: Chen et al., "P3-LLM: An Integrated NPU-PIM Accelerator for LLM Infer
 Hybrid Numerical Formats": section II-C (Eq. 1, group quantization), IV-A (INT4-asym KV cache,
 dynamic per-channel key smoothing, Eq. 2), IV-B (FP8-S0E4M4 attention scores), IV-C (BitMoD
 weights), IV-D (FP8-E4M3 activations), V-B (granularity: weights per group of 128, activations
-per token, KV per head of 128, scores unscaled) and V-C (the PE); SPEC section 5.
+per token, KV per head of 128, scores unscaled), V-C (the PE and the 16-PE compute unit) and V-D
+(the throughput-enhanced compute unit); SPEC sections 5 and 9.
 
 Two kinds of functions live here:
 
@@ -14,6 +15,9 @@ Two kinds of functions live here:
 * **The bit-exact PE** (integer, the contract with the ``p3_pe`` RTL, SPEC section 5):
   :func:`decode_act`, :func:`decode_weight`, :func:`pe_products`, :func:`pe_run`, and
   :func:`acc_to_real` that turns an accumulator into the real dot product.
+* **The bit-exact compute unit** (integer, the contract with the ``p3_pcu`` RTL, SPEC section
+  9): :func:`pcu_run`, ``pes`` PE lanes sharing the activations of a beat, with ``reuse``
+  accumulator sets selected per beat by ``slot``.
 
 Readings fixed here (the paper and SPEC leave them open):
 
@@ -58,6 +62,13 @@ Readings fixed here (the paper and SPEC leave them open):
   per-beat rule is ``exact = acc + sum(terms)``, ``overflow |= exact not in int32``. Up to the
   first overflow ``acc`` equals the true running sum, so both readings set the flag on the same
   beat, and the flag is sticky: :func:`pe_run` computes it from true segment prefix sums.
+* **PCU slots** (SPEC section 9, section V-D). ``slot`` is a free per-beat selector of the
+  accumulator set: any sequence of slots ``0..reuse-1`` is valid, not only the slot 0 / slot 1
+  pairs that share a weight column. For every slot ``s`` and PE ``j``, the beats with
+  ``slot == s`` are one independent :func:`pe_run` stream over PE ``j``'s fields; every set
+  starts at 0 with clear flags after reset. Outputs come in the order of their ``last`` beats,
+  each with the slot of its ``last`` beat. With ``reuse`` 1 ``slot`` is a 0-bit field: absent
+  (None) or all zeros.
 
 All functions are deterministic and vectorized; argument errors raise TypeError (wrong type) or
 ValueError (wrong value) naming the parameter. This module never imports ``hdl``.
@@ -79,6 +90,7 @@ __all__ = [
     "quantize_int4_sym", "dequantize_int4_sym", "quantize_int8", "dequantize_int8",
     "smooth_keys",
     "decode_act", "decode_act_value", "decode_weight", "pe_products", "pe_run", "acc_to_real",
+    "pcu_run",
 ]
 
 ACT_E4M3, ACT_S0E4M4 = 0, 1          # act_fmt
@@ -743,19 +755,31 @@ def pe_run(act, wgt, act_fmt, wgt_fmt, sv_sel, zp, first, last):
     if n == 0:
         return {"acc": np.zeros(0, np.int64), "overflow": np.zeros(0, bool),
                 "nan": np.zeros(0, bool)}
-    beat_sum = prod["terms"].sum(axis=-1)                  # |.| < 2^25: exact in int64
+    exact, overflow, nan = _accumulate(prod["terms"].sum(axis=-1), prod["nan"], first)
+    return {"acc": _wrap(exact)[last], "overflow": overflow[last], "nan": nan[last]}
+
+
+def _accumulate(beat_sum, beat_nan, first):
+    """The accumulator state after every beat of one stream (axis 0; ``n >= 1`` beats).
+
+    ``beat_sum`` (n, ...) int64 and ``beat_nan`` (n, ...) bool are each beat's summed terms and
+    NaN flag; trailing axes are independent accumulators sharing ``first`` (n,) bool. The state
+    restarts at every ``first`` beat and at beat 0 (reset). Returns the true (unwrapped) running
+    sum, the sticky overflow and the sticky nan flag, each (n, ...).
+    """
     starts = first.copy()
     starts[0] = True                                       # reset acts as a first
     start_of = np.flatnonzero(starts)[np.cumsum(starts) - 1]   # segment start of each beat
 
     def running(values):                                   # segment prefix sums, inclusive
-        c = np.concatenate([[0], np.cumsum(values)])
+        c = np.cumsum(values, axis=0, dtype=np.int64)
+        c = np.concatenate([np.zeros((1,) + c.shape[1:], np.int64), c])
         return c[1:] - c[start_of]
 
-    exact = running(beat_sum)                              # the true running sum
+    exact = running(beat_sum)                              # |beat_sum| < 2^25: exact in int64
     overflow = running((exact < _ACC_MIN) | (exact > _ACC_MAX)) > 0
-    nan = running(prod["nan"]) > 0
-    return {"acc": _wrap(exact)[last], "overflow": overflow[last], "nan": nan[last]}
+    nan = running(beat_nan) > 0
+    return exact, overflow, nan
 
 
 def acc_to_real(acc, act_fmt, wgt_fmt):
@@ -780,3 +804,104 @@ def acc_to_real(acc, act_fmt, wgt_fmt):
     acc, act_fmt, wgt_fmt = _broadcast(acc=acc, act_fmt=act_fmt, wgt_fmt=wgt_fmt)
     exp = -np.where(act_fmt == ACT_S0E4M4, 18, 10) - np.where(wgt_fmt == WGT_BITMOD, 1, 0)
     return np.ldexp(acc.astype(np.float64), exp)
+
+
+# --- the compute unit (section V-C, V-D, SPEC section 9) -------------------------------------
+
+
+def _lane_field(name, values, shape, lo, hi, what):
+    """A per-beat, per-PE field: a scalar (every beat and PE) or exactly ``shape`` (n, pes)."""
+    values = _int_array(name, values, lo, hi, what)
+    if values.ndim == 0:
+        return np.broadcast_to(values, shape)
+    if values.shape != shape:
+        raise ValueError(f"{name} must be a scalar or have shape {shape} (one per beat and PE), "
+                         f"not {values.shape}")
+    return values
+
+
+def pcu_run(act, wgt, act_fmt, wgt_fmt, sv_sel, zp, first, last, slot=None, *, reuse=1):
+    """Run a stream of beats through the PIM compute unit; one result per ``last`` beat.
+
+    P3-LLM section V-C (Fig. 6(c): 16 PEs share one set of 4 FP8 activations, a 1 x 4 x 16
+    GEMV tile per 256-bit column read) and V-D (throughput-enhanced PCU: one weight column is
+    reused for ``reuse`` activation sets, each with its own accumulators); SPEC section 9.
+
+    Every beat carries 4 activation codes shared by all ``pes`` lanes and, per PE ``j``, four
+    weight codes ``wgt[:, j, :]`` (weight ``k`` paired with ``act[:, k]``), a special-value
+    selector ``sv_sel[:, j]`` and a zero point ``zp[:, j]``; the formats are per beat and shared.
+    Each lane is the PE of SPEC section 5 (:func:`pe_products`, :func:`pe_run`), bit-exact.
+
+    Slots (the reading adopted here): ``slot`` is a free per-beat selector of the accumulator
+    set; any sequence of slots ``0..reuse-1`` is valid, not only slot 0 / slot 1 pairs. For
+    every slot ``s`` and PE ``j``, the beats with ``slot == s`` form one independent
+    :func:`pe_run` stream over PE ``j``'s fields (``act``, ``wgt[:, j]``, ``sv_sel[:, j]``,
+    ``zp[:, j]``, ``act_fmt``, ``wgt_fmt``, ``first``, ``last``): ``first`` clears that slot's
+    accumulators and sticky flags only, ``last`` emits that slot's state after the beat. Every
+    accumulator set is 0 with clear flags after reset. The outputs are in the order of their
+    ``last`` beats in the input stream, each carrying the slot of its ``last`` beat. Nothing
+    here requires the beats of a slot pair to share ``wgt``, ``sv_sel``, ``zp`` or formats
+    (SPEC 9 says the stream does; the arithmetic does not depend on it).
+
+    Parameters
+    ----------
+    act : array_like of int in 0..255, shape (n, 4)
+        Activation codes shared by every PE.
+    wgt : array_like of int in 0..15, shape (n, pes, 4)
+        Weight codes, PE-major (``pes >= 1``).
+    act_fmt, wgt_fmt : int or array_like of int in {0, 1}, shape (n,)
+        Per-beat formats (a scalar applies to every beat).
+    sv_sel : int or array_like of int in 0..3, shape (n, pes)
+        Per-beat, per-PE BitMoD special-value selector (a scalar applies everywhere).
+    zp : int or array_like of int in 0..15, shape (n, pes)
+        Per-beat, per-PE INT4 zero point (a scalar applies everywhere).
+    first, last : bool or array_like of bool / 0-1 int, shape (n,)
+    slot : None, int or array_like of int in 0..reuse-1, shape (n,)
+        Accumulator set of each beat; None means all 0 (with ``reuse`` 1 the RTL field has 0
+        bits: pass None or zeros).
+    reuse : int, keyword-only
+        Number of accumulator sets, 1 or 2.
+
+    Returns
+    -------
+    dict of numpy.ndarray, one row per ``last`` beat in stream order (m = number of ``last``)
+        ``acc`` (m, pes) int64 holding the signed 32-bit accumulators, ``overflow`` (m, pes)
+        bool, ``nan`` (m, pes) bool, ``slot`` (m,) int64.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument has a wrong type, value or shape (the message names it, the value and
+        the allowed range), e.g. a ``slot`` >= ``reuse``.
+    """
+    reuse = _check_int("reuse", reuse, 1, 2)
+    act = _int_array("act", act, 0, 255, "8-bit activation codes")
+    if act.ndim != 2 or act.shape[1] != LANES:
+        raise ValueError(f"act must have shape (n, {LANES}), not {act.shape}")
+    n = act.shape[0]
+    wgt = _int_array("wgt", wgt, 0, 15, "4-bit weight codes")
+    if wgt.ndim != 3 or wgt.shape[0] != n or wgt.shape[1] < 1 or wgt.shape[2] != LANES:
+        raise ValueError(f"wgt must have shape (n, pes, {LANES}) with n = {n} (act's beats) and "
+                         f"pes >= 1, not {wgt.shape}")
+    pes = wgt.shape[1]
+    act_fmt = _beat_field("act_fmt", act_fmt, (n,), 0, 1, "activation formats")
+    wgt_fmt = _beat_field("wgt_fmt", wgt_fmt, (n,), 0, 1, "weight formats")
+    sv_sel = _lane_field("sv_sel", sv_sel, (n, pes), 0, 3, "special-value selectors")
+    zp = _lane_field("zp", zp, (n, pes), 0, 15, "4-bit zero points")
+    first = _bit_flags("first", first, n)
+    last = _bit_flags("last", last, n)
+    slot = np.zeros(n, np.int64) if slot is None else \
+        _beat_field("slot", slot, (n,), 0, reuse - 1, f"accumulator sets of reuse {reuse}")
+    prod = pe_products(np.broadcast_to(act[:, None, :], (n, pes, LANES)), wgt,
+                       act_fmt[:, None], wgt_fmt[:, None], sv_sel, zp)
+    beat_sum = prod["terms"].sum(axis=-1)                  # (n, pes)
+    exact = np.zeros((n, pes), np.int64)
+    overflow = np.zeros((n, pes), bool)
+    nan = np.zeros((n, pes), bool)
+    for s in range(reuse):                                 # one independent stream per slot
+        beats = np.flatnonzero(slot == s)
+        if beats.size:
+            exact[beats], overflow[beats], nan[beats] = _accumulate(
+                beat_sum[beats], prod["nan"][beats], first[beats])
+    return {"acc": _wrap(exact[last]), "overflow": overflow[last], "nan": nan[last],
+            "slot": slot[last].astype(np.int64)}
