@@ -280,10 +280,10 @@ BENCH_CONFIGS = {
     # Narrow activations: the C-port correction for 5-bit X, accumulating through W = C, Z = P,
     # at depths 0 and 1 (OPMODE and C combinational; registered, without fabric delay) and 3
     # (xilinx-w8-acc7: two fabric stages in front of CREG / OPMODEREG).
-    "xilinx-w2-x5-acc15-p0": (None, {**X5_W2, "acc_depth": 15, "pipeline": 0}, {}),
+    "xilinx-w2-x5-acc15-p0": (None, {**X5_W2, "acc_depth": 15, "pipeline": 0}, {}, "large"),
     "xilinx-w2-x5-acc15-p1": (None, {**X5_W2, "acc_depth": 15, "pipeline": 1}, {}, "large"),
     # ECP5: the operands in the MULT18X18D's input registers (verif/models/MULT18X18D.v).
-    "ecp5-w4-acc3-p2": (None, {"target": "ecp5", "acc_depth": 3, "pipeline": 2}, {}),
+    "ecp5-w4-acc3-p2": (None, {"target": "ecp5", "acc_depth": 3, "pipeline": 2}, {}, "large"),
     "ice40-w4": ("accllm-w4-ice40", {}, {}, "large"),
 }
 

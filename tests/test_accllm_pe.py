@@ -180,7 +180,9 @@ BENCH_CONFIGS = {
     "ecp5": ("accllm-pe-ecp5", {}),
 }
 #: (make test-large: the xilinx target's lowest depth; generic runs at both depths in make test)
-LARGE = {"generic-acc32", "xilinx-p0-acc20", "xilinx-unsigned-p1", "xilinx-x5-p2", "ecp5"}
+#: (make test: the xilinx target at the default depth, the generic one at pipeline=0)
+LARGE = {"generic", "generic-acc32", "xilinx-p0-acc20", "xilinx-unsigned-p1", "xilinx-x5-p2",
+         "ecp5"}
 
 
 @pytest.mark.sim

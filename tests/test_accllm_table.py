@@ -142,6 +142,7 @@ def test_tables_without_synthesis_show_dashes():
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_w4_xilinx_packed_is_one_dsp48e2_and_plain_is_two(tmp_path, capsys):
     packed_id, plain_id = "w4-xilinx-packed-x8", "w4-xilinx-plain-x8"
     code = main(["--row", packed_id, "--row", plain_id, "--jobs", "2",

@@ -16,8 +16,8 @@ from verif.payload import compare_outputs
 #: Items of stimulus per unit (beats, or vectors / chunks where an item spans several beats):
 #: a reduced set beside the Verilator benches' (Amaranth's simulator runs in Python).
 ITEMS = {"kllm_idx_counter": 40, "oaken_dequantizer": 6, "orizuru": 20, "orizuru_scan": 20,
-         "orizuru_sortnet": 20, "kllm_column": 6, "oaken_quantizer": 24, "p3_pcu": 40,
-         "fp16_pcu": 40}
+         "orizuru_sortnet": 20, "kllm_column": 6, "oaken_quantizer": 24, "p3_pcu": 24,
+         "fp16_pcu": 12}
 
 #: Units whose result depends on the order of beats across their inputs: their inputs are
 #: offered serially in the golden adapter's ``order`` (``kllm_column``: the codebook load

@@ -380,6 +380,7 @@ def test_bench_fails_on_broken_rtl(mutation, failure):
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_synthesis_ecp5_registers_and_multiplier(tmp_path):
     from fpga.yosys import synth
 

@@ -139,7 +139,8 @@ BENCH_CONFIGS = [
                  id="ik-7in-32bins"),
     # Above 8 index bits the bins are built in parts of 256 (one shared Verilog module): the
     # largest bins in each bank variant and mode (few reductions: each reads out 512 or 1024).
-    pytest.param({"n_inputs": 5, "idx_bits": 10, "max_len": 20}, 12, id="kk-5in-1024bins"),
+    pytest.param({"n_inputs": 5, "idx_bits": 10, "max_len": 20}, 12, marks=pytest.mark.large,
+                 id="kk-5in-1024bins"),
     pytest.param({"n_inputs": 6, "idx_bits": 9, "mode": "ik", "weight_bits": 3, "max_len": 9,
                   "pipeline": 0}, 12, marks=pytest.mark.large,
                  id="ik-6in-512bins-pipeline0"),

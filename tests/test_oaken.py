@@ -253,6 +253,7 @@ def test_decomposer_registers_exactly_its_outputs(tmp_path, target):
 
 
 @pytest.mark.synth
+@pytest.mark.large
 def test_dequantizer_synthesizes_with_its_documented_state(tmp_path):
     from fpga.yosys import synth
 

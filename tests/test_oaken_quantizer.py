@@ -245,7 +245,7 @@ QUANTIZER_CONFIGS = [
                  marks=pytest.mark.large,
                  id="2x2-d5f1"),
     pytest.param({"lanes": 2, "vec_len": 32, "data_bits": 6, "frac_bits": 2}, 60,
-                 id="2x32-d6f2"),
+                 marks=pytest.mark.large, id="2x32-d6f2"),
 ]
 
 

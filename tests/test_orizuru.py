@@ -266,7 +266,7 @@ BENCH_CONFIGS = [
     pytest.param("orizuru", {"structure": "units", "n": 256, "k": 20}, 300,
                  marks=pytest.mark.large, id="units-n256-k20"),
     pytest.param("orizuru", {"structure": "units", "n": 64, "k": 64, "pipeline": 0}, 100,
-                 id="units-n64-k64-pipeline0"),
+                 marks=pytest.mark.large, id="units-n64-k64-pipeline0"),
     pytest.param("orizuru", {"n": 4096, "k": 20}, 200, marks=pytest.mark.large,
                  id="kllm-4096-k20"),
     pytest.param("orizuru_scan", {}, 2000, id="scan-baseline-n16-k2"),

@@ -60,19 +60,19 @@ def _names(unit):
 
 
 def test_activation_decoders_and_booth_digits_are_shared():
-    """Four activation decoders and four Booth recoders for 16 PEs (at the default depth one
+    """Four activation decoders and four Booth recoders for 8 PEs (at the default depth one
     recoder per way and group of four PEs, from the group's copy of the decoded activations);
-    64 weight decoders and multipliers."""
-    for pipeline, recoders in ((0, 4), (DEFAULT_PIPELINE, 16)):
-        names = _names(P3Pcu(pipeline=pipeline))
+    32 weight decoders and multipliers."""
+    for pipeline, recoders in ((0, 4), (DEFAULT_PIPELINE, 8)):
+        names = _names(P3Pcu(pes=8, pipeline=pipeline))
         assert {n for n in names if n.startswith("m5_")} == {f"m5_{w}" for w in range(4)}
         assert len({n for n in names if n.startswith("booth_digits_")}) == recoders
-        assert len({n for n in names if re.fullmatch(r"bitmod_\d+_\d+", n)}) == 64
-        assert len({n for n in names if re.fullmatch(r"prod_\d+_\d+", n)}) == 64
-    # The broadcast cut's copies: four of each decoded activation field.
-    names = _names(P3Pcu())
-    assert {n for n in names if re.fullmatch(r"bc_neg_0_\d", n)} == {f"bc_neg_0_{g}"
-                                                                    for g in range(4)}
+        assert len({n for n in names if re.fullmatch(r"bitmod_\d+_\d+", n)}) == 32
+        assert len({n for n in names if re.fullmatch(r"prod_\d+_\d+", n)}) == 32
+        if pipeline:
+            # The broadcast cut's copies: one of each decoded activation field per 4 PEs.
+            assert {n for n in names if re.fullmatch(r"bc_neg_0_\d", n)} == {
+                "bc_neg_0_0", "bc_neg_0_1"}
 
 
 @pytest.mark.parametrize("pipeline", range(len(PIPELINE_CUTS) + 1))
@@ -82,7 +82,7 @@ def test_every_depth_matches_the_golden_model(pipeline, reuse):
     params = {"pes": 4, "reuse": reuse, "pipeline": pipeline}
     model = golden_model("p3_pcu")
     rng = np.random.default_rng([pipeline, reuse])
-    inputs = model.stimulus(rng, params, 400)
+    inputs = model.stimulus(rng, params, 250)
     result = simulate_streams(P3Pcu(**params), inputs, rng=rng, valid_probability=0.7,
                               ready_probability=0.6)
     assert result.problems == []
@@ -99,17 +99,22 @@ def test_manifest_gives_the_latency(tmp_path):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("params", [
-    pytest.param({"reuse": 2}, id="te-default"),
-    pytest.param({"pipeline": 0}, id="pipeline0"),
+    # make test: 4 PEs (a quarter of the build); the paper's 16 in make test-large and in
+    # `python -m verif sim --unit p3_pcu [--config p3-pcu-te]`.
+    pytest.param({"pes": 4, "reuse": 2}, id="te-default-4pes"),
+    pytest.param({"pes": 4, "pipeline": 0}, id="pipeline0-4pes"),
+    pytest.param({"reuse": 2}, id="te-default", marks=pytest.mark.large),
+    pytest.param({"pipeline": 0}, id="pipeline0", marks=pytest.mark.large),
 ])
 def test_bench(params):
     metrics = run_testbench("p3_pcu", params, extra_env={"QLLM_BEATS": 4_000})
     assert metrics["tests"] == 3
     spec = {**UNITS["p3_pcu"].defaults, **params}
     assert metrics["manifest"]["latency"] == P3Pcu(**spec).latency
-    # 2 activation formats x (4 special-value selects + 4 zero points) x 256 codes, 16 PEs.
+    # 2 activation formats x (4 special-value selects + 4 zero points) x 256 codes, a weight
+    # code per PE.
     assert metrics["exhaustive_single_products"]["results"] == 2 * 8 * 256
-    assert metrics["exhaustive_single_products"]["products"] == 2 * 8 * 256 * 16
+    assert metrics["exhaustive_single_products"]["products"] == 2 * 8 * 256 * spec["pes"]
     run = metrics["random_dot_products_backpressure"]
     assert run["beats"] == 4_000 and run["results"] > 200
     if spec["reuse"] == 2:
