@@ -32,6 +32,7 @@ import cocotb
 import numpy as np
 
 from verif.bench import Bench, record_metrics
+from verif.tb_p3_pe import run_checked
 
 #: BitMoD with each special-value select, INT4 with four zero points: (wgt_fmt, sv_sel, zp).
 WEIGHT_SETTINGS = [(0, sv, 0) for sv in range(4)] + [(1, 0, zp) for zp in (0, 1, 8, 15)]
@@ -107,24 +108,11 @@ def directed_beats(params):
     return {key: np.array([row[key] for row in rows], np.int64) for key in keys}
 
 
-async def _run(bench, beats, *, max_cycles_per_beat=20):
-    """Send ``beats``, check every result; return the expected output fields."""
-    await bench.start()
-    bench.send("i", beats)
-    expected = bench.expected({"i": beats})["o"]
-    count = int(np.sum(beats["last"]))
-    assert len(expected["acc"]) == count, "one result per last beat"
-    await bench.wait_for("o", count, max_cycles=max_cycles_per_beat * len(beats["act"]) + 100)
-    bench.check("o", expected)
-    assert bench.drivers["i"].idle, "beats left unconsumed"
-    return expected
-
-
 @cocotb.test()
 async def exhaustive_single_products(dut):
     bench = Bench(dut)
     beats = single_product_beats(bench.params)
-    count = len((await _run(bench, beats, max_cycles_per_beat=2))["acc"])
+    count = len((await run_checked(bench, beats, max_cycles_per_beat=2))["acc"])
     span = bench.check_full_rate("o", count)
     pairs = len(beats["act"]) * min(bench.params["pes"], 16)
     record_metrics("exhaustive_single_products", results=count, cycles=span, products=pairs)
@@ -135,7 +123,7 @@ async def random_dot_products_backpressure(dut):
     bench = Bench(dut, valid_probability=0.7, ready_probability=0.6, seed_offset=1)
     count = int(os.environ.get("QLLM_BEATS", 150_000))
     beats = bench.golden.stimulus(bench.rng, bench.params, count)["i"]
-    expected = await _run(bench, beats)
+    expected = await run_checked(bench, beats)
     results = len(expected["acc"])
     record_metrics("random_dot_products_backpressure", beats=count, results=results,
                    dot_products=results * bench.params["pes"],
@@ -148,7 +136,7 @@ async def random_dot_products_backpressure(dut):
 @cocotb.test()
 async def directed_slots_overflow_and_nan(dut):
     bench = Bench(dut, valid_probability=0.8, ready_probability=0.5, seed_offset=2)
-    expected = await _run(bench, directed_beats(bench.params))
+    expected = await run_checked(bench, directed_beats(bench.params))
     assert expected["overflow"].any() and not expected["overflow"].all(), (
         "directed cases lost their point: overflow")
     assert expected["nan"].any() and not expected["nan"].all(), (

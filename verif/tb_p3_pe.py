@@ -32,8 +32,9 @@ from verif.bench import Bench, record_metrics
 FIELDS = ("act", "wgt", "act_fmt", "wgt_fmt", "sv_sel", "zp", "first", "last")
 
 
-async def _run(bench, beats, *, max_cycles_per_beat=20):
-    """Send ``beats``, check every result; return the expected output fields."""
+async def run_checked(bench, beats, *, max_cycles_per_beat=20):
+    """Send ``beats``, check every result; return the expected output fields (shared with
+    ``verif/tb_p3_pcu.py``)."""
     await bench.start()
     bench.send("i", beats)
     expected = bench.expected({"i": beats})["o"]
@@ -119,7 +120,7 @@ def random_dot_products(rng, dots):
 async def exhaustive_single_products(dut):
     bench = Bench(dut)
     beats = single_product_beats()
-    count = len((await _run(bench, beats, max_cycles_per_beat=2))["acc"])
+    count = len((await run_checked(bench, beats, max_cycles_per_beat=2))["acc"])
     span = bench.check_full_rate("o", count)
     record_metrics("exhaustive_single_products", products=count, cycles=span)
 
@@ -129,7 +130,7 @@ async def random_dot_products_backpressure(dut):
     bench = Bench(dut, valid_probability=0.7, ready_probability=0.6, seed_offset=1)
     dots = int(os.environ.get("QLLM_DOTS", 20_000))
     beats = random_dot_products(bench.rng, dots)
-    expected = await _run(bench, beats)
+    expected = await run_checked(bench, beats)
     count = len(expected["acc"])
     record_metrics("random_dot_products_backpressure", dot_products=count,
                    beats=len(beats["act"]), overflows=int(np.sum(expected["overflow"])),
@@ -175,7 +176,7 @@ def directed_beats():
 async def directed_overflow_nan_and_continuation(dut):
     bench = Bench(dut, valid_probability=0.8, ready_probability=0.5, seed_offset=2)
     beats = directed_beats()
-    expected = await _run(bench, beats)
+    expected = await run_checked(bench, beats)
     assert expected["overflow"].any() and not expected["overflow"].all(), (
         "directed cases lost their point: overflow")
     assert expected["nan"].any(), "directed cases lost their point: nan"
