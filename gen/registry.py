@@ -353,7 +353,7 @@ UNITS = {
         UnitSpec(
             name="p3_pcu",
             factory="hdl.p3_pcu:P3Pcu",
-            defaults={"pes": 16, "reuse": 1, "pipeline": 6},
+            defaults={"pes": 16, "reuse": 1, "pipeline": 8},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): 16 PEs, a 1 x 4 x 16 tile per column read.
                 "p3-pcu": {"pes": 16, "reuse": 1},

@@ -135,7 +135,7 @@ def accumulate(m, pipe, *, first, pairs, flags, slot, slots, split):
     ``first``, ``slot`` (a value, or a list of one value per PE: copies of it that spread
     the fan-out), ``flags`` (a dict of 1-bit values made sticky per set, e.g. ``nan``:
     ``flag = (first ? 0 : flag) | beat's flag``) and ``pairs`` (per PE the compressor's
-    ``(sum, carry)``) are values of the stage before the output stage of ``pipe`` (a
+    ``(sum, carry)``, or ``(sum, None)``: the beat's sum already resolved) are values of the stage before the output stage of ``pipe`` (a
     :class:`~hdl.stream_stage.StallPipeline`); with ``split`` the adder is split in halves with
     a resolve stage (``pipe`` then has one stage more; the control is staged here). Per PE and
     set the state holds the 33-bit exact sum of the set's last beat and the sticky overflow
@@ -205,11 +205,15 @@ def accumulate(m, pipe, *, first, pairs, flags, slot, slots, split):
             base = Mux(first, 0, of_slot(exact_state, slot)[:ACC_BITS].as_signed())  # wrapped
         row_sum = Signal(SUM_BITS, name=f"row_sum{suffix}")
         row_carry = Signal(SUM_BITS, name=f"row_carry{suffix}")
-        m.d.comb += [
-            row_sum.eq(pair_sum ^ pair_carry ^ base),
-            row_carry.eq(((pair_sum & pair_carry) | (pair_sum & base) | (pair_carry & base))
-                         << 1),
-        ]
+        if pair_carry is None:
+            # A resolved addend: the loop is the set selection and the adder.
+            m.d.comb += [row_sum.eq(pair_sum), row_carry.eq(base)]
+        else:
+            m.d.comb += [
+                row_sum.eq(pair_sum ^ pair_carry ^ base),
+                row_carry.eq(((pair_sum & pair_carry) | (pair_sum & base) | (pair_carry & base))
+                             << 1),
+            ]
         if split:
             # A 16-bit and a 17-bit adder; the carry out of the low half waits in ``pending``
             # and enters the high half with the set's next beat, as that adder's carry-in.

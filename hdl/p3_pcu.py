@@ -1,7 +1,7 @@
 """P3-LLM PIM compute unit: 16 PEs sharing one set of FP8 activations (P3-LLM V-C, V-D,
 Fig. 6(c), Fig. 7; SPEC section 9)."""
 
-from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,7 +17,7 @@ __all__ = ["P3Pcu", "DEFAULT_PIPELINE", "MAX_PES", "PIPELINE_CUTS"]
 
 #: Every cut (docs/units/p3_pcu.md: 141.6 MHz at 16 PEs with one accumulator set at depth 5,
 #: 130.1 with two, whose loop the split accumulator shortens; timing is not closed).
-DEFAULT_PIPELINE = 6
+DEFAULT_PIPELINE = 8
 MAX_PES = 64
 #: PEs served by one registered copy of a shared value (the decoded activations and their
 #: shifts, ``first``, ``slot``): one register would drive all 16 PEs. (The Booth digits have
@@ -30,7 +30,8 @@ SHARED = ("mag", "neg", "wgtfmt", "shift", "first", "slot")
 #: fields, registered before the weight decoders), ``output`` (a never-stalling pipeline into
 #: an output queue with credits, so that no clock enable reaches every stage), then
 #: ``p3_pe``'s split accumulator.
-PIPELINE_CUTS = ("multiply", "decode", "shift", "broadcast", "output", "accumulate")
+PIPELINE_CUTS = ("multiply", "decode", "shift", "broadcast", "output", "accumulate", "align",
+                 "resolve")
 
 
 class P3Pcu(wiring.Component):
@@ -267,12 +268,26 @@ class P3Pcu(wiring.Component):
         values = cut("multiply" in self.cuts, values, "mul")
 
         # --- per PE: exponent shifts (shared amounts) -----------------------------------------
+        # In two steps: by 4 x shift[2:4] (0, 4, 8, 12), then by shift[0:2] (0..3); cut
+        # "align" registers between them (the shifter in one stage is four LUT levels: 148.2
+        # MHz with two accumulator sets, a product's route to it 2.4 ns).
         for way in range(WAYS):
             shift = values.pop(f"shift_{way}")
-            terms = []
+            coarse = []
             for pe, product in enumerate(values.pop(f"prod_{way}")):
+                shifted = Signal(signed(TERM_BITS - 2), name=f"coarse_{pe}_{way}")
+                m.d.comb += shifted.eq(product << Cat(Const(0, 2), of_pe(shift, pe)[2:4]))
+                coarse.append(shifted)
+            values[f"coarse_{way}"] = coarse
+            values[f"fine_{way}"] = ([copy[0:2] for copy in shift] if isinstance(shift, list)
+                                     else shift[0:2])
+        values = cut("align" in self.cuts, values, "al")
+        for way in range(WAYS):
+            fine = values.pop(f"fine_{way}")
+            terms = []
+            for pe, coarse in enumerate(values.pop(f"coarse_{way}")):
                 term = Signal(signed(TERM_BITS), name=f"term_{pe}_{way}")
-                m.d.comb += term.eq(product << of_pe(shift, pe))
+                m.d.comb += term.eq(coarse << of_pe(fine, pe))
                 terms.append(term)
             values[f"term_{way}"] = terms
         values = cut("shift" in self.cuts, values, "sh")
@@ -292,6 +307,18 @@ class P3Pcu(wiring.Component):
         control = {key: per_pe(values.pop(key), f"cmp_{key}")
                    for key in ("first", "slot") if key in values}
         values = cut(True, {"nan": values["nan"], "sum": sums, "carry": carries}, "cmp")
+        # Cut "resolve": the compressor's pair added and registered, so that the accumulator
+        # loop is the set selection and the adder (with the 3:2 row over the pair and the
+        # set in the loop: 145.3 MHz with two sets).
+        if "resolve" in self.cuts:
+            beat_sums = [Signal(SUM_BITS, name=f"beat_sum_{pe}") for pe in range(P)]
+            m.d.comb += [total.eq(pair_sum + pair_carry) for total, pair_sum, pair_carry
+                         in zip(beat_sums, values["sum"], values["carry"])]
+            values = {**cut(True, {"nan": values["nan"], "sum": beat_sums}, "res"),
+                      "carry": [None] * P}
+            control = {key: [pipe.stage(copy, name=f"res_{key}_{pe}")
+                             for pe, copy in enumerate(copies)]
+                       for key, copies in control.items()}
 
         # --- per PE: accumulators, one set per slot -------------------------------------------
         lanes, flags, out_slot = accumulate(

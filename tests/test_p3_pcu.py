@@ -25,7 +25,7 @@ from verif.runner import BenchFailure, edit_site, run_testbench
     ({"reuse": 3}, ValueError, r"reuse must be in range 1\.\.2, not 3"),
     ({"reuse": 0}, ValueError, r"reuse must be in range 1\.\.2, not 0"),
     ({"reuse": True}, TypeError, r"reuse must be an integer, not True"),
-    ({"pipeline": 7}, ValueError, r"pipeline must be in range 0\.\.6, not 7"),
+    ({"pipeline": 9}, ValueError, r"pipeline must be in range 0\.\.8, not 9"),
     ({"pipeline": "3"}, TypeError, r"pipeline must be an integer, not '3'"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
@@ -36,8 +36,8 @@ def test_invalid_parameters_name_the_parameter(kwargs, error, message):
 def test_defaults_and_latency():
     assert UNITS["p3_pcu"].defaults == {"pes": 16, "reuse": 1, "pipeline": DEFAULT_PIPELINE}
     assert [P3Pcu(pipeline=p).latency for p in range(len(PIPELINE_CUTS) + 1)] == [
-        2, 3, 4, 5, 6, 7, 8]
-    assert P3Pcu().latency == 8
+        2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert P3Pcu().latency == 10
 
 
 @pytest.mark.parametrize("reuse", [1, 2])
