@@ -15,8 +15,8 @@ from .stream_stage import StallPipeline, check_pipeline, distinct_copies
 
 __all__ = ["P3Pcu", "DEFAULT_PIPELINE", "MAX_PES", "PIPELINE_CUTS"]
 
-#: Every cut (docs/units/p3_pcu.md: 141.6 MHz at 16 PEs with one accumulator set at depth 5,
-#: 130.1 with two, whose loop the split accumulator shortens; timing is not closed).
+#: Every cut (docs/units/p3_pcu.md: 157.4 MHz at 16 PEs with one accumulator set, 162.7 with
+#: two, on the ECP5-25F).
 DEFAULT_PIPELINE = 8
 MAX_PES = 64
 #: PEs served by one registered copy of a shared value (the decoded activations and their
@@ -29,7 +29,8 @@ SHARED = ("mag", "neg", "wgtfmt", "shift", "first", "slot")
 #: then ``broadcast`` (the decoded activations copied per group of PEs, and each PE's weight
 #: fields, registered before the weight decoders), ``output`` (a never-stalling pipeline into
 #: an output queue with credits, so that no clock enable reaches every stage), then
-#: ``p3_pe``'s split accumulator.
+#: ``p3_pe``'s split accumulator, ``align`` (the exponent shift in two steps) and ``resolve``
+#: (each PE's compressed pair added before the accumulator loop).
 PIPELINE_CUTS = ("multiply", "decode", "shift", "broadcast", "output", "accumulate", "align",
                  "resolve")
 
@@ -72,14 +73,17 @@ class P3Pcu(wiring.Component):
     reuse : int
         Accumulator sets per PE, 1 or 2 (default 1).
     pipeline : int
-        Register cuts, 0..6 (default 6), in the order of :data:`PIPELINE_CUTS`: ``multiply``,
+        Register cuts, 0..8 (default 8), in the order of :data:`PIPELINE_CUTS`: ``multiply``,
         ``decode``, ``shift`` (as :class:`~hdl.p3_pe.P3Pe`'s), ``broadcast`` (the decoded
         activations, in one copy per four PEs, and each PE's weight fields registered before
         the weight decoders: without it the activations' sign reaches all 64 weight decoders
         from one register, 105.8 MHz on ECP5), ``output`` (the stages never stall: results
         leave through a 16-entry LUT-RAM queue and ``i.ready`` is a flip-flop, room in it for
         every result accepted and not read; without it every stage's register has a clock
-        enable from ``o.ready``), ``accumulate`` (``p3_pe``'s split accumulator).
+        enable from ``o.ready``), ``accumulate`` (``p3_pe``'s split accumulator), ``align``
+        (the exponent shift in two steps: by ``4 * shift[2:4]``, a register, by
+        ``shift[0:2]``), ``resolve`` (the compressor's sum and carry added and registered: the
+        accumulator loop is then the set selection and the adder, without the 3:2 row).
 
     Members
     -------
@@ -92,7 +96,7 @@ class P3Pcu(wiring.Component):
         one beat per ``last``.
     latency : int
         ``pipeline + 2`` cycles from a ``last`` beat's transfer to its result (``o.ready``
-        high): 8 at the default. One beat (4 x ``pes`` MACs) per cycle; the stages advance together
+        high): 10 at the default. One beat (4 x ``pes`` MACs) per cycle; the stages advance together
         (:class:`~hdl.stream_stage.StallPipeline`).
 
     Raises
