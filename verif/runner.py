@@ -59,6 +59,15 @@ def tool_environment():
     # with "Vtop__pch.h.fast: linker input file not found". Variables in MAKEFLAGS reach the
     # make that the cocotb runner starts.
     fixes = ["CFG_CXXFLAGS_PCH_I=-include"]
+    # QLLM_CXX_OPT (-O0, -O1, -O2, -O3, -Os): the design's C++ optimization (Verilator's
+    # OPT_FAST, -Os by default). The pytest suite sets -O0 (tests/conftest.py): its benches are
+    # short and their builds dominate (the 256-bin counter's bench: 47.8 s at -Os, 26.5 s at
+    # -O0); long `python -m verif sim` runs keep -Os.
+    opt = os.environ.get("QLLM_CXX_OPT", "")
+    if opt:
+        if opt not in ("-O0", "-O1", "-O2", "-O3", "-Os"):
+            raise ValueError(f"QLLM_CXX_OPT must be one of -O0, -O1, -O2, -O3, -Os, not {opt!r}")
+        fixes.append(f"OPT_FAST={opt}")
     # Reuse the compiled Verilator runtime across builds (verif/objcache.py, a small ccache):
     # it is most of a small unit's build time.
     wrapper = ROOT / "verif" / "objcache.py"
@@ -210,6 +219,9 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     waves = _waves(waves)
     _, resolved = resolve_params(unit, config, params)
     build_dir = BUILD / "sim" / config_key(unit, resolved, sim, waves)
+    if sim == "verilator" and os.environ.get("QLLM_CXX_OPT"):
+        # Make does not see compiler flags change: another optimization, another build.
+        build_dir = build_dir.with_name(f"{build_dir.name}{os.environ['QLLM_CXX_OPT']}")
     if mutation is not None:
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
