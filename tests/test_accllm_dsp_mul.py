@@ -293,7 +293,10 @@ BENCH_CONFIGS = {
     else name for name in sorted(BENCH_CONFIGS)])
 def test_bench(name):
     config, params, env = BENCH_CONFIGS[name][:3]
-    metrics = run_testbench("accllm_dsp_mul", params, config=config, extra_env=env)
+    # Simulation-bound (exhaustive products, 20,000 random beats): Verilator's -Os, not the
+    # suite's -O0 (xilinx-w4: 11.0 s of simulation alone at -O0, 12.4 s with the build at -Os).
+    metrics = run_testbench("accllm_dsp_mul", params, config=config, extra_env=env,
+                            cxx_opt="-Os")
     assert metrics["tests"] == 3
     p = metrics["manifest"]["params"]
     exhaustive = metrics["exhaustive"]

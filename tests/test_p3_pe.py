@@ -173,7 +173,8 @@ def test_every_depth_matches_golden_model(pipeline):
     pytest.param({"pipeline": 0}, 5_000, id="pipeline0"),
 ])
 def test_bench(params, dots):
-    metrics = run_testbench("p3_pe", params, extra_env={"QLLM_DOTS": dots})
+    # Simulation-bound (65,536 exhaustive products): Verilator's -Os, not the suite's -O0.
+    metrics = run_testbench("p3_pe", params, extra_env={"QLLM_DOTS": dots}, cxx_opt="-Os")
     assert metrics["tests"] == 3
     assert metrics["manifest"]["latency"] == P3Pe(**params).latency
     # 2 activation formats x (4 special-value selects + 4 zero points) x 256 x 16 code pairs.

@@ -268,6 +268,7 @@ def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
 
 
 @pytest.mark.synth
+@pytest.mark.large   # twelve Yosys runs, 34 s of make test (test_failures_are_not_cached stays)
 def test_a_warm_report_reruns_only_what_changed(work_dir):
     """Results of unchanged Verilog and flow come from build/cache: the same data, no Yosys
     run; a row whose Verilog changed runs again; --no-cache runs everything."""

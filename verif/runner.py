@@ -59,15 +59,6 @@ def tool_environment():
     # with "Vtop__pch.h.fast: linker input file not found". Variables in MAKEFLAGS reach the
     # make that the cocotb runner starts.
     fixes = ["CFG_CXXFLAGS_PCH_I=-include"]
-    # QLLM_CXX_OPT (-O0, -O1, -O2, -O3, -Os): the design's C++ optimization (Verilator's
-    # OPT_FAST, -Os by default). The pytest suite sets -O0 (tests/conftest.py): its benches are
-    # short and their builds dominate (the 256-bin counter's bench: 47.8 s at -Os, 26.5 s at
-    # -O0); long `python -m verif sim` runs keep -Os.
-    opt = os.environ.get("QLLM_CXX_OPT", "")
-    if opt:
-        if opt not in ("-O0", "-O1", "-O2", "-O3", "-Os"):
-            raise ValueError(f"QLLM_CXX_OPT must be one of -O0, -O1, -O2, -O3, -Os, not {opt!r}")
-        fixes.append(f"OPT_FAST={opt}")
     # Reuse the compiled Verilator runtime across builds (verif/objcache.py, a small ccache):
     # it is most of a small unit's build time.
     wrapper = ROOT / "verif" / "objcache.py"
@@ -114,6 +105,33 @@ def _waves_environment(waves):
             del os.environ["WAVES"]
         else:
             os.environ["WAVES"] = saved
+
+
+CXX_OPTIMIZATIONS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+
+
+def cxx_optimization(cxx_opt=None):
+    """The C++ optimization of a Verilator build (Verilator's ``OPT_FAST``): ``cxx_opt``, else
+    ``$QLLM_CXX_OPT``, else ``""`` (Verilator's own, -Os). The pytest suite sets -O0
+    (tests/conftest.py): most of its benches are short and their builds dominate (the 256-bin
+    counter's bench: 47.8 s at -Os, 26.5 s at -O0); its simulation-bound benches pass -Os."""
+    opt = os.environ.get("QLLM_CXX_OPT", "") if cxx_opt is None else cxx_opt
+    if opt and opt not in CXX_OPTIMIZATIONS:
+        raise ValueError(f"QLLM_CXX_OPT must be one of {', '.join(CXX_OPTIMIZATIONS)}, "
+                         f"not {opt!r}")
+    return opt
+
+
+@contextmanager
+def _cxx_environment(opt):
+    """``OPT_FAST=opt`` in ``MAKEFLAGS`` for the duration (nothing for ``""``)."""
+    saved = os.environ.get("MAKEFLAGS", "")
+    if opt:
+        os.environ["MAKEFLAGS"] = f"{saved} OPT_FAST={opt}".strip()
+    try:
+        yield
+    finally:
+        os.environ["MAKEFLAGS"] = saved
 
 
 def wave_format():
@@ -202,7 +220,8 @@ def edit_site(text, pattern, replacement, *, sites=1):
     return compiled.sub(replacement, text)
 
 
-def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None):
+def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None,
+               cxx_opt=None):
     """Generate and compile one unit configuration; return ``(runner, build_dir, manifest)``.
 
     The build is reused when its Verilog has not changed (Verilator skips identical inputs and
@@ -219,9 +238,10 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     waves = _waves(waves)
     _, resolved = resolve_params(unit, config, params)
     build_dir = BUILD / "sim" / config_key(unit, resolved, sim, waves)
-    if sim == "verilator" and os.environ.get("QLLM_CXX_OPT"):
+    opt = cxx_optimization(cxx_opt) if sim == "verilator" else ""
+    if opt:
         # Make does not see compiler flags change: another optimization, another build.
-        build_dir = build_dir.with_name(f"{build_dir.name}{os.environ['QLLM_CXX_OPT']}")
+        build_dir = build_dir.with_name(f"{build_dir.name}{opt}")
     if mutation is not None:
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
@@ -255,7 +275,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
                           file=sys.stderr)
                 build_args += [f"--trace-{fmt}", "--trace-structs"]
         try:
-            with _waves_environment(waves):
+            with _waves_environment(waves), _cxx_environment(opt):
                 runner.build(
                     sources=sources,
                     hdl_toplevel=unit,
@@ -273,7 +293,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
 
 def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, sim=None,
                   waves=None, extra_env=None, name=None, mutation=None, test_module=None,
-                  test_filter=None):
+                  test_filter=None, cxx_opt=None):
     """Build (or reuse) the unit and run its cocotb test bench; return the metrics it wrote.
 
     Parameters
@@ -297,6 +317,8 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
         Run the bench on deliberately broken Verilog (see :func:`build_unit`).
     test_module : str
         A cocotb module other than the unit's own bench (e.g. ``verif.tb_replay``).
+    cxx_opt : str
+        The C++ optimization of the Verilator build (:func:`cxx_optimization`).
 
     Raises
     ------
@@ -309,7 +331,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
 
     waves = _waves(waves)
     runner, build_dir, manifest = build_unit(unit, params, config=config, sim=sim, waves=waves,
-                                             mutation=mutation)
+                                             mutation=mutation, cxx_opt=cxx_opt)
     test_module = test_module or UNITS[unit].testbench
     seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
     label = name or (testcase if isinstance(testcase, str) else "filtered" if test_filter
