@@ -161,8 +161,8 @@ def test_decomposer_bench(params, beats):
 # the depths in between (2: COO cuts only; 4: two arithmetic cuts; 6: all arithmetic cuts
 # without the queue, o.ready on the clock enable).
 DEQUANTIZER_CONFIGS = [
-    # 500 chunks here, 2,000 in `python -m verif sim --unit oaken_dequantizer`.
-    pytest.param({}, 500, id="paper-16x64"),
+    # 200 chunks per density here, 2,000 in `python -m verif sim --unit oaken_dequantizer`.
+    pytest.param({}, 200, id="paper-16x64"),
     pytest.param({"pipeline": 0}, 500, marks=pytest.mark.large, id="paper-16x64-p0"),
     pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 0}, 300, id="4x16-p0"),
     pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 2}, 300, marks=pytest.mark.large,
