@@ -135,7 +135,8 @@ def accumulate(m, pipe, *, first, pairs, flags, slot, slots, split):
     ``first``, ``slot`` (a value, or a list of one value per PE: copies of it that spread
     the fan-out), ``flags`` (a dict of 1-bit values made sticky per set, e.g. ``nan``:
     ``flag = (first ? 0 : flag) | beat's flag``) and ``pairs`` (per PE the compressor's
-    ``(sum, carry)``, or ``(sum, None)``: the beat's sum already resolved) are values of the stage before the output stage of ``pipe`` (a
+    ``(sum, carry)``, or ``(sum, None)``: the beat's sum already resolved, so that no 3:2 row
+    sits in the loop) are values of the stage before the output stage of ``pipe`` (a
     :class:`~hdl.stream_stage.StallPipeline`); with ``split`` the adder is split in halves with
     a resolve stage (``pipe`` then has one stage more; the control is staged here). Per PE and
     set the state holds the 33-bit exact sum of the set's last beat and the sticky overflow
@@ -203,10 +204,10 @@ def accumulate(m, pipe, *, first, pairs, flags, slot, slots, split):
             base = Mux(first, 0, of_slot(running, slot))
         else:
             base = Mux(first, 0, of_slot(exact_state, slot)[:ACC_BITS].as_signed())  # wrapped
+        # The adder's two operands: the 3:2 row over (pair, base), or a resolved sum and base.
         row_sum = Signal(SUM_BITS, name=f"row_sum{suffix}")
         row_carry = Signal(SUM_BITS, name=f"row_carry{suffix}")
         if pair_carry is None:
-            # A resolved addend: the loop is the set selection and the adder.
             m.d.comb += [row_sum.eq(pair_sum), row_carry.eq(base)]
         else:
             m.d.comb += [

@@ -54,7 +54,8 @@ class P3Pcu(wiring.Component):
     weight decoders (BitMoD table or INT4 ``q - zp``, with the activation's sign applied), the
     Booth rows, the shifts, the compressors and the accumulators are per PE. Registered values
     shared by the PEs are held in one copy per four PEs
-    (:func:`~hdl.stream_stage.distinct_copies`). The NaN flag depends on
+    (:func:`~hdl.stream_stage.distinct_copies`), those read by every bit of a PE (the Booth
+    digits, the accumulators' ``first`` and ``slot``) in one per PE. The NaN flag depends on
     the activations only, so one sticky flag per accumulator set serves every PE (``nan`` has
     ``pes`` equal bits).
 
