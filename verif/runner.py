@@ -96,15 +96,22 @@ def _waves(waves):
 def _waves_environment(waves):
     """Set ``WAVES`` to agree with ``waves`` for the duration: the cocotb runner reads it
     itself and lets it override its ``waves`` argument. Restored afterwards."""
-    saved = os.environ.get("WAVES")
-    os.environ["WAVES"] = "1" if waves else "0"
+    with _environment("WAVES", "1" if waves else "0"):
+        yield
+
+
+@contextmanager
+def _environment(name, value):
+    """``os.environ[name] = value`` for the duration, then as it was (absent or not)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if saved is None:
-            del os.environ["WAVES"]
+            del os.environ[name]
         else:
-            os.environ["WAVES"] = saved
+            os.environ[name] = saved
 
 
 CXX_OPTIMIZATIONS = ("-O0", "-O1", "-O2", "-O3", "-Os")
@@ -125,13 +132,9 @@ def cxx_optimization(cxx_opt=None):
 @contextmanager
 def _cxx_environment(opt):
     """``OPT_FAST=opt`` in ``MAKEFLAGS`` for the duration (nothing for ``""``)."""
-    saved = os.environ.get("MAKEFLAGS", "")
-    if opt:
-        os.environ["MAKEFLAGS"] = f"{saved} OPT_FAST={opt}".strip()
-    try:
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    with _environment("MAKEFLAGS", f"{makeflags} OPT_FAST={opt}".strip() if opt else makeflags):
         yield
-    finally:
-        os.environ["MAKEFLAGS"] = saved
 
 
 def wave_format():
