@@ -26,7 +26,7 @@ from verif.formal import arith_p3_oaken
 from verif.formal.arith_accllm import proof as accllm_proof
 from verif.formal.orizuru import DistinctIndicesHarness, TopKOrderHarness
 from verif.formal.orizuru import proof as orizuru_proof
-from verif.runner import edit_site
+from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 
 
 def _p3_oaken_row(unit, configuration):
@@ -74,15 +74,10 @@ SLOW_PROOFS = {"p3_pe", "oaken_decomposer"}
     pytest.param(name, marks=pytest.mark.large) if name in SLOW_PROOFS else name
     for name in sorted(QUICK)])
 def test_the_property_is_proved(tmp_path, name):
-    result = QUICK[name][0].run(tmp_path)
-    assert result.status == "PASS", (result.detail, result.folder)
-    assert result.traces == []
+    assert_proved(QUICK[name][0], tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_a_seeded_bug_fails_with_a_trace(tmp_path, name):
     quick, (pattern, replacement, sites) = QUICK[name]
-    result = quick.run(
-        tmp_path, mutation=lambda text: edit_site(text, pattern, replacement, sites=sites))
-    assert result.status == "FAIL", (result.detail, result.folder)
-    assert result.traces and all(trace.stat().st_size > 0 for trace in result.traces)
+    assert_seeded_bug_fails(quick, tmp_path, pattern, replacement, sites)

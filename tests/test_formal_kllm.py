@@ -14,7 +14,7 @@ The seeded bugs:
 import pytest
 
 from verif.formal import arith_kllm
-from verif.runner import edit_site
+from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 
 
 def _row(unit, configuration):
@@ -45,15 +45,10 @@ def test_the_rows_are_distinct_and_cover_every_concat_depth():
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_the_property_is_proved(tmp_path, name):
-    result = QUICK[name][0].run(tmp_path)
-    assert result.status == "PASS", (result.detail, result.folder)
-    assert result.traces == []
+    assert_proved(QUICK[name][0], tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_a_seeded_bug_fails_with_a_trace(tmp_path, name):
     quick, (pattern, replacement, sites) = QUICK[name]
-    result = quick.run(
-        tmp_path, mutation=lambda text: edit_site(text, pattern, replacement, sites=sites))
-    assert result.status == "FAIL", (result.detail, result.folder)
-    assert result.traces and all(trace.stat().st_size > 0 for trace in result.traces)
+    assert_seeded_bug_fails(quick, tmp_path, pattern, replacement, sites)

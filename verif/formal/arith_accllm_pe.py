@@ -18,9 +18,9 @@ Every field is free on every beat (the unused ones too: the SPEC says they are i
 mode is free per beat among 0..2 (3 is reserved: the SPEC gives it no value; the unit decodes
 it as ``w8``, not checked). A row checks the beats of the modes it names (``check=``, default
 all); beats of the other modes still come and go between them. The rows of one target together
-check every mode, but for ``xilinx`` with signed activations in ``w8`` (below). ``acc_bits`` is the least the unit takes (:func:`hdl.accllm_pe.product_bits`),
-the accumulator's adders being part of every check (at 32 bits the ``generic`` row at
-``x_bits`` = 4 takes twice as long).
+check every mode, but for ``xilinx`` with signed activations in ``w8`` (below). ``acc_bits`` is
+the least the unit takes (:func:`hdl.accllm_pe.product_bits`), the accumulator's adders being
+part of every check (at 32 bits the ``generic`` row at ``x_bits`` = 4 takes twice as long).
 
 ``products = x*w`` on ``accllm_plain_mul``: :class:`~verif.formal.arith_accllm.ProductsHarness`
 as it is (the baseline is an :class:`~hdl.accllm_dsp_mul.AccllmDspMul` with ``acc_depth`` = 1,
@@ -31,42 +31,45 @@ the same interface). Its ``xilinx`` target elaborates the same circuit as ``gene
 ``x1[r][g] = x[4 g + idx1[r][g]]`` and ``x2[r][g] = x[4 g + idx2[r][g]]``, the value passed
 unchanged, for any indices (``idx1 >= idx2`` included: the docs define them too).
 
-Reach (measured one proof at a time on 2 cores that other engineers' proofs kept at a load of
-5 to 9 throughout, so on an idle machine expect less; the time grows with the width of the
-multipliers and the pipeline a proof must unroll):
+Reach (measured one proof at a time on 2 cores shared with other engineers' proofs, at a load
+of 3 to 9: the times below are of the last run of every row, at 3 to 5, and vary about twofold
+with the load; the time grows with the width of the multipliers and the pipeline a proof must
+unroll):
 
-* ``accllm_pe``, ``generic``: every mode at ``x_bits`` = 4, ``pipeline`` 0 and 3 (15 to 37 s).
-  At ``x_bits`` = 5 it proves in 65 s (``pipeline`` 0) and 100 s (3); 6 and 8 are not decided
-  in 120 s. The unit has one multiplier per product whose x and weight are multiplexed by the
-  mode; the SPEC's products are one per mode: the solver must prove the two equal.
+* ``accllm_pe``, ``generic``: every mode at ``x_bits`` = 4, ``pipeline`` 0 and 3 (17 to 36 s).
+  At ``x_bits`` = 5 it proves in 33 s (``pipeline`` 0) and 43 s (3) at a load of 3, but 65 and
+  100 s at 8, so the rows stay at 4 bits; 6 and 8 are not decided in 120 s. The unit has one
+  multiplier per product whose x and weight are multiplexed by the mode; the SPEC's products
+  are one per mode: the solver must prove the two equal.
 * ``accllm_pe``, ``xilinx`` (the DSP48E2 model read into the proof, :class:`ModelProof`):
 
-  - unsigned activations, every mode at ``x_bits`` = 3, ``pipeline`` 0 and 3 (14 to 15 s;
-    ``w8`` beats alone: 20 s at 4 bits, 68 s at 5);
+  - unsigned activations, every mode at ``x_bits`` = 3, ``pipeline`` 0 and 3 (10 to 12 s;
+    ``w8`` beats alone at ``pipeline`` 3: 20 s at 4 bits, 68 s at 5);
   - ``w2`` beats at the full width (``x_bits`` = 8, with the B-port corrections of SPEC 6:
     signed ``X2 = -128`` with ``X1 < 0``; unsigned ``X2 >= 128``, which exists at 8 bits only),
-    signed and unsigned, ``pipeline`` 0 and 3 (43 to 61 s);
+    signed and unsigned, ``pipeline`` 0 and 3 (28 to 41 s);
   - signed ``w4`` beats (KV4 included: the zero point through the pre-adder, D - A) at
-    ``x_bits`` = 3, ``pipeline`` 0 (21 s), and 4 at ``pipeline`` 3 (43 s; 85 s at 4 bits and
-    ``pipeline`` 0);
+    ``x_bits`` = 3, ``pipeline`` 0 (9 s), and 4 at ``pipeline`` 3 (28 s; 85 s at 4 bits and
+    ``pipeline`` 0 at a load of 8);
   - **signed ``w8`` beats are not proved**: not decided in 120 s even at ``x_bits`` = 2,
     ``pipeline`` 0 (k-induction or PDR, with the mode free or only ``w8`` offered; at 3 bits
-    neither with the sign of ``x1`` fixed per row); with the mode tied to ``w8`` in the netlist, so that Yosys folds the
-    DSP48E2's multiplexers as in ``accllm_dsp_mul``, PDR proves ``x_bits`` = 2 in 99 s, over the
-    budget, and such a row would not change modes. A signed x, sign-extended into B, times a
-    signed 8-bit weight, sign-extended through the pre-adder, is the product the solver cannot
-    take apart in the 45-bit multiplier; ``accllm_dsp_mul``'s constant-mode rows prove that
-    packing at 3 bits (:mod:`verif.formal.arith_accllm`); the PE's signed ``w8`` slices of P are
-    checked by simulation only (the bench against the golden model).
-* ``accllm_plain_mul``: ``w2`` with the cross products at the full width (4 to 6 s), ``w4`` at
-  the full width (21 to 34 s), ``w8`` at ``x_bits`` = 5 (7 to 10 s; 6 bits: 67 s; 8 bits: not
-  decided in 120 s), signed and unsigned.
+    neither with the sign of ``x1`` fixed per row); with the mode tied to ``w8`` in the
+    netlist, so that Yosys folds the DSP48E2's multiplexers as in ``accllm_dsp_mul``, PDR
+    proves ``x_bits`` = 2 in 99 s (load 6), over the budget, and such a row would not change
+    modes. A signed x, sign-extended into B, times a signed 8-bit weight, sign-extended
+    through the pre-adder, is the product the solver cannot take apart in the 45-bit
+    multiplier; ``accllm_dsp_mul``'s constant-mode rows prove that packing at 3 bits
+    (:mod:`verif.formal.arith_accllm`); the PE's signed ``w8`` slices of P are checked by
+    simulation only (the bench against the golden model).
+* ``accllm_plain_mul``: ``w2`` with the cross products at the full width (4 s), ``w4`` at the
+  full width (17 s), ``w8`` at ``x_bits`` = 5 (7 to 12 s; 6 bits: 67 s at a load of 8; 8 bits:
+  not decided in 120 s), signed and unsigned.
 * ``accllm_sparse_selector``: the defaults and the paper's block (16 groups, 1 row) whole, at
-  both depths, and a reduced tile (4 rows of 4 groups, unsigned 4-bit) whole (1 to 3 s). The
-  paper's tile (16 rows of 16 groups) is not decided in 120 s whole; one row proves in 9 to
-  20 s and 4 rows in 113 s, so the tile has one row checked (``check=row15``, the farthest
-  offsets in ``idx1``/``idx2``/``x1``/``x2``); its other rows are the same multiplexers at other
-  offsets, which the reduced tile proves for every row.
+  both depths, and a reduced tile (4 rows of 4 groups, unsigned 4-bit) whole (1 to 5 s). The
+  paper's tile (16 rows of 16 groups) is not decided in 120 s whole; one row proves in 8 s
+  (20 s at a load of 8) and 4 rows in 113 s (load 8), so the tile has one row checked
+  (``check=row15``, the farthest offsets in ``idx1``/``idx2``/``x1``/``x2``); its other rows are
+  the same multiplexers at other offsets, which the reduced tile proves for every row.
 
 Engine: k-induction, framed (:class:`~verif.formal.transaction.TransactionHarness`: one beat in
 flight, waits of at most one cycle, an output no sooner than the unit's latency), at the depth

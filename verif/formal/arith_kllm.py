@@ -92,7 +92,7 @@ from gen.registry import UNITS, resolve_params
 
 from . import Proof
 from .stream import UnitHarness, assume_input_hold
-from .transaction import PATIENCE, TransactionHarness
+from .transaction import PATIENCE, TransactionHarness, frame
 
 __all__ = ["ConcatHarness", "HistogramHarness", "concat_row", "counter_row", "proofs"]
 
@@ -238,12 +238,7 @@ class HistogramHarness(UnitHarness):
             with m.Elif(pop):
                 m.d.sync += record.eq(later)
         if self.framed:
-            m.d.sync += age.eq(Mux(push_last, 1, Mux(age == dut.latency, age, age + 1)))
-            for name, waiting in (("stall", dut.o.valid & ~dut.o.ready),
-                                  ("idle", ~dut.i.valid & (count == 0))):
-                cycles = Signal(range(PATIENCE + 2), name=f"{name}_cycles")
-                m.d.sync += cycles.eq(Mux(waiting, cycles + 1, 0))
-                m.d.comb += Assume(~waiting | (cycles < PATIENCE))
+            frame(m, dut, age, push_last, count)
         return m
 
 

@@ -43,7 +43,7 @@ Two data modes:
   headers admit unreachable states (two pointer bits set, so a stale header or map is ORed into
   the one read) that agree with every output for as long as consecutive chunks carry equal data;
   with data free per chunk the induction step finds such a counterexample at every depth tried
-  (16 to 40), and the harness cannot name the unit's internal registers to rule them out. With
+  (16 to 24), and the harness cannot name the unit's internal registers to rule them out. With
   the same data in every chunk those states are harmless and k-induction at depth 20 proves the
   property. What the rigid rows cannot see is a chunk computed with another chunk's header or
   map (the test's seeded "stale header" bug passes them).
@@ -55,11 +55,11 @@ groups and signs, 5-bit metadata; the smallest that keeps windows and the zero i
 (seconds measured one at a time on the shared 2-core machine at load 4 to 7):
 
 * ``pipeline`` 0, rigid, k-induction at depth 20 (16 does not prove), one row per group of the
-  watched element (middle, inner, outer; all three in one row took 94 s): **proved**, 12-16 s /
-  15 s / 28-38 s.
+  watched element (middle, inner, outer; all three in one row took 94 s): **proved**, 11-16 s /
+  15-16 s / 28-38 s.
 * ``pipeline`` 0, free data, bounded: 36 cycles (five chunks or more), 22-38 s.
 * ``pipeline`` 7 (the default), free data, bounded: 56 cycles (four chunks through the 7-cycle
-  pipeline and the output queue), 31 s.
+  pipeline and the output queue), 31-46 s.
 
 Not proved, and why:
 
@@ -69,8 +69,8 @@ Not proved, and why:
   step costs seconds.
 * Output stalls and idle inputs: with output stalls of one cycle the middle-group proof needs
   depth 24 and 94 s; a bounded check with free data and stalls: 30 cycles at ``pipeline`` 7 in
-  90 s, 24 at ``pipeline`` 0 not in 120 s; with inputs idle up to a cycle a 16-cycle bounded
-  check did not finish in 120 s. The stream proofs (hold, counting) cover stalls and idle inputs
+  90 s, 24 at ``pipeline`` 0 not in 120 s; with inputs idle up to a cycle an 8-cycle bounded
+  check took 50 to 90 s. The stream proofs (hold, counting) cover stalls and idle inputs
   for the control.
 * More than one chunk in flight (headers and COO beats running ahead into the next slots): an
   environment with two chunks in flight and no frame took 74 s for one bounded step.
@@ -80,21 +80,22 @@ Not proved, and why:
   experiment, not in :mod:`verif.formal.engines`) PDR proves the control assertions in 10 s but
   not the data property in 300 s.
 
-**Quantizer: the ``hdr`` thresholds and the COO entries are SPEC 8's** (:class:`QuantizerHarness`):
-every ``hdr`` beat carries its chunk's thresholds; the COO entries of a chunk are, in index
-order, exactly its elements outside SPEC 4's middle group, each with its group bit (outer) and
-sign bit (``s < 0``: inner ``x < 0``, outer the lower side), and the beat with ``last`` is the
-one that completes them; no ``hdr`` beat and no COO ``last`` without a chunk taken. The chunk's
+**Quantizer: the ``hdr`` thresholds and the COO entries are SPEC 8's**
+(:class:`QuantizerHarness`): every ``hdr`` beat carries its chunk's thresholds; the COO
+entries of a chunk are, in index order, exactly its elements outside SPEC 4's middle group,
+each with its group bit (outer) and sign bit (``s < 0``: inner ``x < 0``, outer the lower
+side), and the beat with ``last`` is the one that completes them; no ``hdr`` beat and no COO ``last`` without a chunk taken. The chunk's
 thresholds (ordered, as SPEC 4 requires) and values are free in the first cycle and the same in
 every chunk; the input offers a beat in every cycle and the outputs are always ready. Shape
 ``lanes`` 2 (a COO beat packs two entries), ``vec_len`` 4, ``data_bits`` 2, ``frac_bits`` 1.
-Rows, bounded: ``pipeline`` 0, 16 cycles (about six chunks out), 13 s; ``pipeline`` 12 (the
-default), 30 cycles (the 17-cycle latency, then about five chunks), 21 s. Not proved: k-induction
-at ``pipeline`` 0 fails at 10, 16 and 24 (corrupted credit counters slow the unit's intake for
-good, and its LUT-RAM queues hold stale entries, so unreachable states stay hidden for long;
-depth 24 took 61 s). Not checked: the dense codes and the header's metadata (min, d: the group
-statistics and the division by 15), chunks with different data (a mix-up between chunks),
-misordered or changing thresholds, output stalls.
+Rows, bounded: ``pipeline`` 0, 16 cycles (about six chunks out), 13-27 s; ``pipeline`` 12 (the
+default), 26 cycles (the 17-cycle latency, then about four chunks), 25 s (30 cycles: 21 to 76 s
+with the machine's load). Not proved: k-induction at ``pipeline`` 0 fails at 10, 16 and 24
+(corrupted credit counters slow the unit's intake for good, and its LUT-RAM queues hold stale
+entries, so unreachable states stay hidden for long; depth 24 took 61 s). Not checked: the
+dense codes and the header's metadata (min, d: the group statistics and the division by 15),
+chunks with different data (a mix-up between chunks), misordered or changing thresholds, output
+stalls.
 """
 
 from __future__ import annotations
@@ -362,7 +363,7 @@ QUANTIZER_PROPERTY = "thresholds/COO = SPEC"
 #: The quantizer's shape: two lanes (a COO beat packs two entries), two windows.
 QUANTIZER_SHAPE = {"lanes": 2, "vec_len": 4, "data_bits": 2, "frac_bits": 1}
 #: The quantizer's bounded rows: (``pipeline``, cycles from reset).
-QUANTIZER_BOUNDED = ((0, 16), (12, 30))
+QUANTIZER_BOUNDED = ((0, 16), (12, 26))
 
 
 class QuantizerHarness(UnitHarness):

@@ -55,7 +55,8 @@ from hdl.oaken_decomposer import CUT_ORDER
 from . import Proof
 from .transaction import TransactionHarness
 
-__all__ = ["PeLanesHarness", "DecomposerHarness", "activation", "weight", "proofs"]
+__all__ = ["PeLanesHarness", "DecomposerHarness", "activation", "weight",
+           "assume_one_free_lane", "proofs"]
 
 PE_PROPERTY = "lanes = SPEC formula"
 DECOMPOSER_PROPERTY = "groups/shifts = SPEC"
@@ -101,6 +102,15 @@ def weight(code, beat):
     return Mux(beat.wgt_fmt == INT4, code - beat.zp, bitmod)
 
 
+def assume_one_free_lane(m, payload, lane):
+    """A single-beat reduction (``first`` = ``last`` = 1) whose activations but ``lane``'s make
+    a zero term whatever their weights (``M5 = 0``, either sign, or NaN)."""
+    m.d.comb += Assume(payload.first & payload.last)
+    for other in (other for other in range(WAYS) if other != lane):
+        _, _, m5, nan = activation(payload.act[other], payload.act_fmt)
+        m.d.comb += Assume((m5 == 0) | nan)
+
+
 class PeLanesHarness(TransactionHarness):
     """Each single-beat reduction of ``p3_pe`` gives the SPEC 5 sum of its lanes, its ``nan``
     flag and no ``overflow``; only lane ``lane`` has an activation that can make its term
@@ -111,10 +121,7 @@ class PeLanesHarness(TransactionHarness):
         super().__init__(dut, **options)
 
     def assume_input(self, m, payload):
-        m.d.comb += Assume(payload.first & payload.last)
-        for other in (lane for lane in range(WAYS) if lane != self.lane):
-            _, _, m5, nan = activation(payload.act[other], payload.act_fmt)
-            m.d.comb += Assume((m5 == 0) | nan)
+        assume_one_free_lane(m, payload, self.lane)
 
     def check(self, m, record, out, beat):
         sign, e, m5, nan = activation(record.act[self.lane], record.act_fmt)

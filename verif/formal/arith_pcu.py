@@ -73,9 +73,9 @@ it pass) or a rewriting of the SPEC value:
   itself when elaborated for a proof (:mod:`hdl.invariants`); it is asserted here too, so that
   the rows do not depend on it.
 
-Measured one proof at a time on 2 cores shared with other proofs (load 2.4 to 3): the
-``pipeline`` 0 rows 2.5 to 4 s, the ``pipeline`` 8 rows 10 to 18 s (under a load of 5 to 9:
-6 to 10 s and 13 to 30 s).
+Measured one proof at a time on 2 cores shared with other proofs: at a load of 2.4 to 3, the
+``pipeline`` 0 rows 2.5 to 4 s, the ``pipeline`` 8 rows 10 to 18 s; at a load of 4 to 8, 4.6 to
+14 s and 23 to 55 s (the slowest: ``reuse`` 2 and ``pes=5,pe=4`` at ``pipeline`` 8).
 
 Not covered: multi-beat reductions (accumulation across beats, the sticky flags, a real
 overflow: the same limit as ``p3_pe``'s proof), two free lanes in one row, the copies 2 and 3
@@ -89,20 +89,18 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Assert, Assume, Fragment, Mux, Signal, signed
+from amaranth.hdl import Assert, Fragment, Mux, Signal, signed
 
 from gen.registry import UNITS, resolve_params
 
 from . import Proof
-from .arith_p3_oaken import activation, weight
+from .arith_p3_oaken import WAYS, activation, assume_one_free_lane, weight
 from .transaction import TransactionHarness
 
 __all__ = ["PcuLanesHarness", "proofs"]
 
 PROPERTY = "lanes = SPEC formula"
 UNIT = "p3_pcu"
-#: SPEC 5: lanes per beat.
-WAYS = 4
 #: The SPEC product ``(-1)^s * M5 * w``: ``|31 * 16| < 2^11``.
 PRODUCT = signed(12)
 #: Cuts before the product register, in the unit's data flow (hdl/p3_pcu.py).
@@ -198,10 +196,7 @@ class PcuLanesHarness(TransactionHarness):
         return m
 
     def assume_input(self, m, payload):
-        m.d.comb += Assume(payload.first & payload.last)
-        for other in (lane for lane in range(WAYS) if lane != self.lane):
-            _, _, m5, nan = activation(payload.act[other], payload.act_fmt)
-            m.d.comb += Assume((m5 == 0) | nan)
+        assume_one_free_lane(m, payload, self.lane)
 
     def check(self, m, record, out, beat):
         for pe in self.checked:

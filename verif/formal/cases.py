@@ -11,7 +11,8 @@ Then the data properties, each module's ``proofs()`` (their docstrings give the 
 and the reach), in :data:`DATA`: :mod:`~verif.formal.arith_kllm` (Concat, the counter's
 histograms), :mod:`~verif.formal.orizuru` (the top-k invariants),
 :mod:`~verif.formal.arith_p3_oaken` (``p3_pe`` lanes, ``oaken_decomposer`` groups),
-:mod:`~verif.formal.arith_oaken` (the dequantizer's values, the quantizer's metadata),
+:mod:`~verif.formal.arith_oaken` (the dequantizer's values, the quantizer's thresholds and
+COO entries),
 :mod:`~verif.formal.arith_pcu` (``p3_pcu`` lanes), :mod:`~verif.formal.arith_float`
 (``fp16_mac``, ``fp16_pcu``), :mod:`~verif.formal.arith_accllm` (products of
 ``accllm_dsp_mul``) and :mod:`~verif.formal.arith_accllm_pe` (``accllm_pe``, its plain

@@ -193,7 +193,7 @@ class StreamCountHarness(UnitHarness):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = self.dut
-        account, params = self.account, self.params
+        account = self.account
         assume_input_hold(m, dut, self.ports)
         all_ready = 1
         for output in account.outputs:

@@ -32,7 +32,7 @@ from amaranth.hdl import Assert, Assume, Module, Mux, Signal
 
 from .stream import UnitHarness, assume_input_hold
 
-__all__ = ["PATIENCE", "TransactionHarness"]
+__all__ = ["PATIENCE", "TransactionHarness", "frame"]
 
 #: The framed environment's longest wait, in cycles.
 PATIENCE = 1
@@ -108,10 +108,17 @@ class TransactionHarness(UnitHarness):
             with m.Elif(pop):
                 m.d.sync += entry.eq(later)
         if self.framed:
-            m.d.sync += age.eq(Mux(push, 1, Mux(age == dut.latency, age, age + 1)))
-            for name, waiting in (("stall", dut.o.valid & ~dut.o.ready),
-                                  ("idle", ~dut.i.valid & (count == 0))):
-                cycles = Signal(range(PATIENCE + 2), name=f"{name}_cycles")
-                m.d.sync += cycles.eq(Mux(waiting, cycles + 1, 0))
-                m.d.comb += Assume(~waiting | (cycles < PATIENCE))
+            frame(m, dut, age, push, count)
         return m
+
+
+def frame(m, dut, age, push, count):
+    """The framed environment: ``age`` counts the cycles since the last ``push`` (up to the
+    unit's latency), an output beat waits at most :data:`PATIENCE` cycles, and while nothing is
+    recorded (``count`` 0) the input idles at most :data:`PATIENCE` cycles."""
+    m.d.sync += age.eq(Mux(push, 1, Mux(age == dut.latency, age, age + 1)))
+    for name, waiting in (("stall", dut.o.valid & ~dut.o.ready),
+                          ("idle", ~dut.i.valid & (count == 0))):
+        cycles = Signal(range(PATIENCE + 2), name=f"{name}_cycles")
+        m.d.sync += cycles.eq(Mux(waiting, cycles + 1, 0))
+        m.d.comb += Assume(~waiting | (cycles < PATIENCE))
