@@ -56,12 +56,10 @@ def pipeline_depths(unit):
 #: Hold proofs run at a reduced shape where the default one is beyond the budget: the units
 #: below are ``lanes`` / ``pes`` copies of one circuit beside shared control, and the hold rule
 #: is a property of the control (valid, ready, the stall of every register, the output
-#: queues), which the copies do not change. fp16_pcu: 16 lanes took 115-119 s a depth; p3_pcu
-#: at 16 PEs did not finish at ``pipeline`` 5 to 8 (its 16-entry output queue of 16 x 34-bit
-#: results, mapped to logic); the quantizer's chunk buffer, statistics and output queues at
-#: 16 lanes of 64-element chunks did not finish at any depth.
-HOLD_SHAPES = {"p3_pcu": {"pes": 4},
-               "oaken_quantizer": {"lanes": 2, "vec_len": 4, "data_bits": 4, "frac_bits": 1}}
+#: queues), which the copies do not change. p3_pcu: 16 PEs took 110 s at depth 8 on a loaded
+#: machine (4 PEs: 16 s), its 16-entry output queue of 16 x 34-bit results mapped to logic;
+#: the quantizer (:data:`NO_STREAM_PROOF`) did not finish at any depth or shape.
+HOLD_SHAPES = {"p3_pcu": {"pes": 4}}
 
 #: Counting proofs run at a reduced shape where the default one is beyond PDR in minutes (the
 #: column's at its smallest, and bounded: see BOUNDED): the
@@ -75,7 +73,11 @@ COUNTING_SHAPES = {"kllm_idx_counter": {"n_inputs": 1, "idx_bits": 1, "max_len":
                    "orizuru": {"n": 4}, "orizuru_scan": {"n": 4}, "orizuru_sortnet": {"n": 4},
                    "oaken_dequantizer": {"lanes": 4, "vec_len": 16},
                    "kllm_column": {"a_bits": 1, "b_bits": 1, "n_inputs": 1, "max_len": 2},
-                   **HOLD_SHAPES}
+                   **HOLD_SHAPES,
+                   # p3_pcu: its credits, output queue and pipeline are the same at every
+                   # `pes`; at 4 PEs PDR did not finish in 120 s at depth 8, and dprove's
+                   # "drains" aborts at 2 and 4 PEs (1 PE: 22 s).
+                   "p3_pcu": {"pes": 1}}
 
 #: The k-induction depth of the hold proofs: the hold is a relation between two consecutive
 #: cycles, and k = 2 proves it on every unit but Orizuru's trees (which go to PDR; k = 8 did not
@@ -106,8 +108,10 @@ def bounded(unit, prop, depth):
 #: Units whose counting proofs run ABC's ``dprove`` instead of ``pdr``: kllm_column's (PDR
 #: decides none of the three at the smallest shape, 4 bins of 1 input, in 120 s or 300 s: the
 #: binary32 weighted sum is in the cone of every output beat, since zero bins are skipped;
-#: ``dprove`` simplifies first and proves them, 70-80 s a row with other proofs beside it).
-COUNTING_ENGINES = {"kllm_column": "dprove"}
+#: ``dprove`` simplifies first and proves them, 30-80 s a row with other proofs beside it);
+#: p3_pcu's (PDR: not in 120 s at depth 8 at 4 PEs, the 16-entry output queue's 34-bit
+#: words in the design; dprove: 1-22 s at 1 PE).
+COUNTING_ENGINES = {"kllm_column": "dprove", "p3_pcu": "dprove"}
 
 #: Cycles of the bounded check that follows a proof no engine decided: no proof, but it tells
 #: "no counterexample that short" from a failing design.
