@@ -102,7 +102,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed
 
 from gen.registry import resolve_params
 
@@ -145,6 +145,20 @@ def _select(array, index, count):
     return value
 
 
+def _held(m, started, value, name):
+    """``value`` in the first cycle (``started`` low), then the same in every later one."""
+    reg = Signal.like(value, name=f"{name}_reg")
+    now = Signal.like(value, name=name)
+    m.d.comb += now.eq(Mux(started, reg, value))
+    m.d.sync += reg.eq(now)
+    return now
+
+
+def fire(stream):
+    """A beat transfers on ``stream``."""
+    return stream.valid & stream.ready
+
+
 class DequantizerHarness(UnitHarness):
     """The element at position ``watch`` of every chunk of ``oaken_dequantizer``, one chunk at a
     time, checked against SPEC 4 (see the module docstring).
@@ -177,16 +191,7 @@ class DequantizerHarness(UnitHarness):
         lane_bits = (L - 1).bit_length()
         started = assume_input_hold(m, dut, self.ports)
 
-        def held(value, name):
-            """``value`` in the first cycle, then the same."""
-            reg = Signal.like(value, name=f"{name}_reg")
-            now = Signal.like(value, name=name)
-            m.d.comb += now.eq(Mux(started, reg, value))
-            m.d.sync += reg.eq(now)
-            return now
-
-        def fire(stream):
-            return stream.valid & stream.ready
+        held = partial(_held, m, started)
 
         watch = held(self.watch_in, "watch")
         m.d.comb += Assume(watch < V)
@@ -395,15 +400,7 @@ class QuantizerHarness(UnitHarness):
         L, V, W, D = dut.lanes, dut.vec_len, dut.windows, dut.data_bits
         started = assume_input_hold(m, dut, self.ports)
 
-        def held(value, name):
-            reg = Signal.like(value, name=f"{name}_reg")
-            now = Signal.like(value, name=name)
-            m.d.comb += now.eq(Mux(started, reg, value))
-            m.d.sync += reg.eq(now)
-            return now
-
-        def fire(stream):
-            return stream.valid & stream.ready
+        held = partial(_held, m, started)
 
         t = dut.hdr_layout(held(self.t_in.as_value(), "t_const"))
         xs = held(self.x_in, "x_const")
