@@ -15,7 +15,7 @@ unchanged.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Assert
+from amaranth.hdl import Assert, Signal
 
 __all__ = ["FORMAL", "invariant"]
 
@@ -23,8 +23,11 @@ __all__ = ["FORMAL", "invariant"]
 FORMAL = SimpleNamespace(formal=True)
 
 
-def invariant(m, platform, *conditions):
+def invariant(m, platform, *conditions, name="invariant"):
     """Assert every condition (Amaranth values) in every cycle when ``platform`` is a proof's
-    (its ``formal`` attribute is true); otherwise do nothing."""
+    (its ``formal`` attribute is true); otherwise do nothing. Each condition is a signal
+    ``<name>_<k>`` (``k``: its position), so that a trace shows which one failed."""
     if getattr(platform, "formal", False):
-        m.d.comb += [Assert(condition) for condition in conditions]
+        for k, condition in enumerate(conditions):
+            held = Signal(name=f"{name}_{k}")
+            m.d.comb += [held.eq(condition), Assert(held)]

@@ -10,6 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arith import adder_tree_cut, or_tree
+from .invariants import invariant
 from .lanes import split_lanes
 from .oaken_decomposer import INNER, MIDDLE, OUTER, THRESHOLDS, OakenDecomposer
 from .oaken_dequantizer import ChunkStreams
@@ -302,6 +303,13 @@ class OakenQuantizer(wiring.Component):
             "full_last": unsigned(1),
             "pcount": unsigned(max(1, self.lane_bits)),
         })
+        #: For the proofs (:mod:`hdl.invariants`; driven only when elaborated for one): the
+        #: beats of the current input chunk taken so far (``position``), and per output the
+        #: beats owed for the chunks taken (``hdr``, ``dense``).
+        self.owed = {"position": Signal(range(self.windows), name="owed_position"),
+                     "hdr": Signal(range(self.hdr_depth + 1), name="owed_hdr"),
+                     "dense": Signal(range(self.out_depth + self.buffer_depth + 1),
+                                     name="owed_dense")}
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "hdr": Out(stream.Signature(self.hdr_layout)),
@@ -324,7 +332,8 @@ class OakenQuantizer(wiring.Component):
         m.submodules.dense_queue = dq = LutQueue(width=self.dense_layout.size,
                                                  depth=self.out_depth, track=True)
         m.submodules.coo_prequeue = pq = LutQueue(width=self.pre_layout.size,
-                                                  depth=self.pre_depth, track=True)
+                                                  depth=self.pre_depth, track=True,
+                                                  entry=self._writes_ordered)
         m.d.comb += [
             self.hdr.valid.eq(hq.valid), self.hdr.payload.eq(hq.r_data),
             hq.r_en.eq(self.hdr.valid & self.hdr.ready),
@@ -336,8 +345,9 @@ class OakenQuantizer(wiring.Component):
         # Each credit check is registered (the comparison of the count's next value), so that
         # i.ready and the issue decision come from flip-flops.
         take, issue, gear = Signal(name="take"), Signal(name="issue"), Signal(name="gear_read")
-        first_in, last_in, _, last_in_next = self._position(m, take, "in_beat")
-        room = {}
+        first_in, last_in, in_position, last_in_next = self._position(m, platform, take,
+                                                                     "in_beat")
+        room, credit = {}, {}
         # The header credit counts chunks at their last beat from a copy of the `last` flag
         # of its own (held inverted, so that synthesis does not merge it with `last_in`):
         # `take & last_in` also enables the threshold queue's write, which places it far
@@ -356,6 +366,7 @@ class OakenQuantizer(wiring.Component):
                 ("pre", self.pre_depth, issue, gear)):
             count = Signal(range(depth + 1), name=f"{name}_credit")
             m.d.sync += count.eq(count + up - down)
+            credit[name] = count
             room[name] = _below_after(m, count, depth, up, down, name=f"{name}_room")
         # Chunks whose statistics are queued (their beats are all in the chunk buffer): the
         # back issues while there is one and room downstream; the decision is a flip-flop.
@@ -388,9 +399,13 @@ class OakenQuantizer(wiring.Component):
         front = {"x": p.x.as_value(), "last": last_in, "first": first_in,
                  **{n: used[n] for n in THRESHOLDS}}
         valid = take
+        # The chunks on their way to the statistics and the header: the `last` beats in every
+        # register from the input to the header queue (the invariants of the credits).
+        marks = []
         if "hold" in cuts:
             front = {key: _register(m, value, f"hold_{key}") for key, value in front.items()}
             valid = _register(m, valid, "hold_valid", reset=True)
+            marks.append(valid & front["last"])
         # The checks, beside the data path: a chunk's first beat's thresholds ordered, a
         # later beat's equal to them (held). With the "hold" cut the order is compared on the
         # registered thresholds (the first beat's are the used ones) in two registered
@@ -460,6 +475,8 @@ class OakenQuantizer(wiring.Component):
         ]
         for k in range(decomposers[0].latency):
             side = {key: _register(m, value, f"side{k}_{key}") for key, value in side.items()}
+            marks.append(self._shadow_valid(m, platform, valid, k, decomposers[0])
+                         & side["last"])
 
         # --- measure: v, sign, per-group min/max over the chunk ------------------------------
         meas = _Stages(m, decomposers[0].o.valid,
@@ -483,6 +500,8 @@ class OakenQuantizer(wiring.Component):
             lanes["v"].append(v)
             lanes["member"].append(Cat(*(groups[lane] == code for _, code in GROUPS)))
         state = meas.cut({**lanes, **side}, "abs" in cuts, "abs")
+        if "abs" in cuts:
+            marks.append(meas.here & state["last"])
         m.d.comb += [
             buf.w_en.eq(meas.here),
             buf.w_data.eq(pack_fields(self.word_layout,
@@ -520,9 +539,10 @@ class OakenQuantizer(wiring.Component):
             count = stage(count, f"count_split{k}")
         for _ in range(len(levels) + self.pair_cut + len(self.split_levels)):
             beat = meas.cut(beat, True, f"tree{meas.cuts}")
+            marks.append(meas.here & beat["last"])
         assert meas.cuts == meas.depth
 
-        acc, chunk_valid = self._reduce_chunk(m, meas.here, beat, trees, count)
+        acc, chunk_valid = self._reduce_chunk(m, meas.here, beat, trees, count, marks)
         total = acc["count"]
         m.d.comb += tq.r_en.eq(chunk_valid)
         thresholds = {n: tq.r_data[k * D:(k + 1) * D].as_signed()
@@ -550,6 +570,8 @@ class OakenQuantizer(wiring.Component):
         if "stats" in cuts:
             stats = {key: _register(m, value, f"stats_{key}") for key, value in stats.items()}
             chunk_valid = _register(m, chunk_valid, "stats_valid", reset=True)
+            marks.append(chunk_valid)
+        stats_marks = len(marks)                    # (the statistics queue is written here)
         fin = _Stages(m, chunk_valid, depth=len(self.div15[1]) if meta_cut else 0,
                       name="chunk")
         constants = {key: stats[key] for key in ("total", *(f"{g}_{name}" for g, _ in GROUPS
@@ -572,6 +594,7 @@ class OakenQuantizer(wiring.Component):
             kept = {key: header[key] for key in (*THRESHOLDS, *(f"{g}_min" for g, _ in GROUPS))}
             header.update(fin.cut(kept, True, f"meta{k}"))
         assert fin.cuts == fin.depth
+        marks += fin.valid[1:]
         fields = {n: header[n] for n in THRESHOLDS}
         for g, _ in GROUPS:
             for key in (f"{g}_min", f"{g}_d"):
@@ -585,7 +608,8 @@ class OakenQuantizer(wiring.Component):
 
         # --- back: code every beat of a chunk whose statistics are ready ----------------------
         m.d.comb += issue.eq(issue_ok)
-        first_w, last_w, window, _ = self._position(m, issue, "window")
+        first_w, last_w, window, _ = self._position(m, platform, issue, "window")
+        issued = window                             # (beats of the chunk being coded)
         m.d.comb += [stats_write.eq(chunk_valid), stats_pop.eq(issue & last_w)]
         m.d.comb += [buf.r_en.eq(issue), cst.r_en.eq(issue & last_w)]
         back = _Stages(m, issue, depth=self.code_latency, name="code")
@@ -686,6 +710,9 @@ class OakenQuantizer(wiring.Component):
             for key in ("u",) + (("flag", "shift") if step == 2 else ()):
                 beat.pop(key, None)
             beat = back.cut(beat, "code" in cuts, f"code{step}")
+            if "write_a" in beat:
+                invariant(m, platform, ~beat["write_b"] | beat["write_a"],
+                          name=f"code{step}_invariant")
             beat["r"] = [code_step(m, beat["r"][lane], beat["span"][lane],
                                    beat["bits"][-1][lane], shift, name=f"r{2 - step}_{lane}")
                          for lane in range(L)]
@@ -699,6 +726,7 @@ class OakenQuantizer(wiring.Component):
                   **{key: beat[key] for key in ("h", "wrap", "write_a", "write_b", "full_last",
                                                  "pcount")}}
         result = back.cut(result, "out" in cuts, "out")
+        invariant(m, platform, ~result["write_b"] | result["write_a"], name="out_invariant")
         assert back.cuts == back.depth
         result["entries"] = rotate(m, result["entries"], result["h"], levels=range(split, lb),
                                    name="coo_rotate4")
@@ -749,13 +777,68 @@ class OakenQuantizer(wiring.Component):
         data_b = pack_fields(self.coo_layout, {"entries": entries_b, "count": remainder,
                                                "last": Const(1, 1)})
         queue.elaborate_into(m, self.coo, write_a=fetched & pre.write_a, data_a=data_a,
-                             write_b=fetched & pre.write_b, data_b=data_b)
+                             write_b=fetched & pre.write_b, data_b=data_b, platform=platform)
+
+        # --- invariants (proofs only, hdl.invariants) ------------------------------------------
+        # Every credit is an entry of its queue or a beat on its way there (the header's: a
+        # chunk's last beat in a register of the front, `marks`); the returns of the outputs
+        # lag a cycle; the registered room checks agree with the counts; the gearbox reads a
+        # beat only with room for its writes.
+        coded = sum(back.valid[1:])
+        invariant(m, platform,
+                  not_last_copy == ~last_in,
+                  credit["hdr"] == hq.level + sum(marks) + hdr_sent,
+                  credit["hdr"] <= self.hdr_depth,
+                  ~(ready & last_in) | (credit["hdr"] < self.hdr_depth),
+                  credit["dense"] == dq.level + coded + dense_sent,
+                  credit["pre"] == pq.level + coded,
+                  credit["dense"] <= self.out_depth, credit["pre"] <= self.pre_depth,
+                  ~issue_ok | ((credit["dense"] < self.out_depth)
+                               & (credit["pre"] < self.pre_depth)),
+                  ~fetched | (queue.level <= COO_QUEUE_DEPTH - 2),
+                  self._writes_ordered(pre.as_value()), name="credit_invariant")
+        # The chunk buffer holds the beats of the chunk being taken, of the chunks on their
+        # way to the statistics queue or in it, less those of the chunk being coded issued so
+        # far; a chunk is being coded only while its statistics are queued.
+        measured = sum(marks[:stats_marks])
+        invariant(m, platform,
+                  credit["buffer"] <= self.buffer_depth,
+                  ~ready | (credit["buffer"] < self.buffer_depth),
+                  credit["buffer"] == in_position + W * (measured + chunks) - issued,
+                  ~issue_ok | (chunks != 0), (issued == 0) | (chunks != 0),
+                  name="buffer_invariant")
+        if getattr(platform, "formal", False):
+            owed = self.owed
+            m.d.comb += [
+                owed["position"].eq(in_position),
+                owed["hdr"].eq(credit["hdr"] - hdr_sent),
+                owed["dense"].eq(credit["dense"] - dense_sent + credit["buffer"] - in_position),
+            ]
         return m
 
-    def _reduce_chunk(self, m, here, beat, trees, count):
+    def _writes_ordered(self, bits):
+        """A COO pre-queue word's second write comes with its first."""
+        word = self.pre_layout(bits)
+        return ~word.write_b | word.write_a
+
+    def _shadow_valid(self, m, platform, valid, k, decomposer):
+        """(Proofs only) ``valid`` delayed ``k + 1`` cycles: the valid bit of the beat in the
+        decomposer's stage ``k`` (its own is internal), asserted equal to its output valid
+        after its last stage. Elsewhere a constant 0 (no logic)."""
+        if not getattr(platform, "formal", False):
+            return Const(0, 1)
+        delayed = valid
+        for stage in range(k + 1):
+            delayed = _register(m, delayed, f"shadow_valid{stage}", reset=True)
+        if k == decomposer.latency - 1:
+            invariant(m, platform, delayed == decomposer.o.valid, name="shadow_invariant")
+        return delayed
+
+    def _reduce_chunk(self, m, here, beat, trees, count, marks):
         """The chunk's statistics from its beats' (per-group min and max, present flags,
         outlier count; thresholds): ``(values, valid)``, registers valid for a cycle after the
-        chunk's last beat (plus the levels of the beat tree).
+        chunk's last beat (plus the levels of the beat tree). The valid bits of its registers
+        are appended to ``marks``.
 
         With up to ``BEAT_TREE_MAX`` beats per chunk the beats' results are kept in a shift
         register and reduced after the last beat by a tree with a register after each level:
@@ -783,7 +866,8 @@ class OakenQuantizer(wiring.Component):
                     acc["present"].eq(current["present"] | Mux(first, 0, acc["present"])),
                     acc["count"].eq(current["count"] + Mux(first, 0, acc["count"])),
                 ]
-            return acc, _register(m, here & last, "chunk_valid", reset=True)
+            marks.append(_register(m, here & last, "chunk_valid", reset=True))
+            return acc, marks[-1]
 
         # The chunk's beats: the current one and the W - 1 before it (shifted on each beat).
         entries = [current]
@@ -827,8 +911,10 @@ class OakenQuantizer(wiring.Component):
             entries = [{key: _register(m, value, f"chunk_l{level}_{key}_{k}")
                         for key, value in entry.items()} for k, entry in enumerate(combined)]
             valid = _register(m, valid, f"chunk_l{level}_valid", reset=True)
+            marks.append(valid)
             if split:
                 valid = _register(m, valid, f"chunk_l{level}_compared_valid", reset=True)
+                marks.append(valid)
             if len(entries) == 1:
                 break
         result = dict(entries[0])
@@ -869,7 +955,7 @@ class OakenQuantizer(wiring.Component):
             "after": after,                         # full_last: compared a stage later
         }
 
-    def _position(self, m, advance, name):
+    def _position(self, m, platform, advance, name):
         """``(first, last, position, last_next)``: the beat advancing on ``advance`` is its
         chunk's first / last (registered flags), its position in the chunk (a counter of
         ``vec_len / lanes`` beats), and ``last`` after this cycle (combinational)."""
@@ -884,6 +970,8 @@ class OakenQuantizer(wiring.Component):
         m.d.sync += last.eq(last_next)
         with m.If(advance):
             m.d.sync += [position.eq(Mux(last, 0, position + 1)), first.eq(last)]
+        invariant(m, platform, position < W, first == (position == 0),
+                  last == (position == W - 1), name=f"{name}_invariant")
         return first, last, position, last_next
 
 

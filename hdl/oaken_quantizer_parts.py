@@ -240,6 +240,8 @@ class TwoWriteQueue:
     room4 : Signal
         At least four entries are free (a flip-flop: no path from the consumer): room for the
         writes of two cycles.
+    level : Signal
+        Entries held, 0..``depth`` (created by :meth:`elaborate_into`).
     """
 
     def __init__(self, layout, depth, *, name):
@@ -248,17 +250,18 @@ class TwoWriteQueue:
         self.name = name
         self.room4 = Signal(name=f"{name}_room4", init=1)
 
-    def elaborate_into(self, m, out, *, write_a, data_a, write_b, data_b):
+    def elaborate_into(self, m, out, *, write_a, data_a, write_b, data_b, platform=None):
         """Drive the stream ``out`` (producer side) from the queue; ``write_b`` implies
         ``write_a``; the caller starts a write (a cycle ahead) only while :attr:`room4` is
-        high."""
+        high. ``platform``: the elaborating platform (a proof's adds the queue's invariants,
+        :mod:`hdl.invariants`; :attr:`level` is the occupancy, for the caller's)."""
         depth, name = self.depth, self.name
         assert depth >= 8 and depth & (depth - 1) == 0, "the queue depth is a power of two"
         width = len(Signal(self.layout).as_value())
         head = Signal(range(depth), name=f"{name}_head")
         tail = Signal(range(depth), name=f"{name}_tail")
         second = Signal(range(depth), name=f"{name}_tail1")
-        level = Signal(range(depth + 1), name=f"{name}_level")
+        self.level = level = Signal(range(depth + 1), name=f"{name}_level")
         valid = Signal(name=f"{name}_valid")
         m.d.comb += second.eq(tail + 1)
         reads = []
@@ -304,6 +307,11 @@ class TwoWriteQueue:
             out.valid.eq(valid),
             out.payload.eq(Mux(head[0], reads[1], reads[0])),
         ]
+        # The tail is ``level`` slots after the head, ``valid`` says the queue is not empty,
+        # ``room4`` is the level's comparison.
+        invariant(m, platform, level <= depth, valid == (level != 0),
+                  tail == (head + level)[:len(tail)], self.room4 == (level <= depth - 4),
+                  name=f"{name}_invariant")
 
 
 def select_by_group(group, values):
@@ -320,7 +328,9 @@ class LutQueue(Elaboratable):
     never written when full, and that it is read only when it holds an entry.
 
     With ``track`` it keeps its occupancy and offers ``valid`` (a flip-flop: high when it holds
-    an entry), for a stream whose consumer decides when to read.
+    an entry), for a stream whose consumer decides when to read. ``entry`` (a function of an
+    entry's bits giving a condition) is asserted of every slot in the proofs
+    (:mod:`hdl.invariants`): a relation between fields that every write keeps.
 
     Attributes
     ----------
@@ -334,9 +344,9 @@ class LutQueue(Elaboratable):
         (With ``track``) entries held, 0..``depth``.
     """
 
-    def __init__(self, *, width, depth, track=False):
+    def __init__(self, *, width, depth, track=False, entry=None):
         assert depth >= 1
-        self.width, self.depth, self.track = width, depth, track
+        self.width, self.depth, self.track, self.entry = width, depth, track, entry
         self.w_en = Signal()
         self.w_data = Signal(width)
         self.r_en = Signal()
@@ -373,6 +383,11 @@ class LutQueue(Elaboratable):
             m.d.sync += self.valid.eq(self.w_en | many | (one & ~self.r_en))
             # The pointers are ``level`` apart, and ``valid`` says the queue is not empty.
             ahead = consume + level
-            invariant(m, platform, level <= depth, self.valid == (level != 0),
+            invariant(m, platform, level <= depth, consume < depth, self.valid == (level != 0),
                       produce == Mux(ahead >= depth, ahead - depth, ahead))
+        if self.entry is not None and getattr(platform, "formal", False):
+            slots = [storage.read_port(domain="comb") for _ in range(depth)]
+            m.d.comb += [port.addr.eq(k) for k, port in enumerate(slots)]
+            invariant(m, platform, *(self.entry(port.data) for port in slots),
+                      name="entry_invariant")
         return m

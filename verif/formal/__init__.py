@@ -106,6 +106,8 @@ class Proof:
     params: dict = field(default_factory=dict)
     engine: str = "auto"
     depth: int = 8
+    #: Why a bounded row is bounded (shown in the table).
+    note: str = ""
 
     @property
     def case(self) -> str:

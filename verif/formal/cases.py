@@ -5,7 +5,9 @@
 Configurations: the stream rules are proved for every unit at every ``pipeline`` depth from 0 to
 its default (``orizuru``: 0 and its default, ``None``, the structure's own depth), the counting
 properties at 0 and the default (at a reduced shape where named below). Counting proofs run
-PDR directly: k-induction cannot relate the harness's counters to the unit's state.
+PDR directly (k-induction cannot relate the harness's counters to the unit's state), or the
+engine :data:`COUNTING_ENGINES` names (k-induction where the account gives lemmas that do);
+an output stream of :data:`BOUNDED_STREAMS` is counted in bounded rows of its own.
 
 Then the data properties, each module's ``proofs()`` (their docstrings give the configurations
 and the reach), in :data:`DATA`: :mod:`~verif.formal.arith_kllm` (Concat, the counter's
@@ -57,8 +59,8 @@ def pipeline_depths(unit):
 #: below are ``lanes`` / ``pes`` copies of one circuit beside shared control, and the hold rule
 #: is a property of the control (valid, ready, the stall of every register, the output
 #: queues), which the copies do not change. p3_pcu: 16 PEs took 110 s at depth 8 on a loaded
-#: machine (4 PEs: 16 s), its 16-entry output queue of 16 x 34-bit results mapped to logic;
-#: the quantizer (:data:`NO_STREAM_PROOF`) did not finish at any depth or shape.
+#: machine (4 PEs: 16 s), its 16-entry output queue of 16 x 34-bit results mapped to logic.
+#: (The quantizer proves at its default shape, 2-11 s a depth, with its invariants.)
 HOLD_SHAPES = {"p3_pcu": {"pes": 4}}
 
 #: Counting proofs run at a reduced shape where the default one is beyond PDR in minutes (the
@@ -77,7 +79,12 @@ COUNTING_SHAPES = {"kllm_idx_counter": {"n_inputs": 1, "idx_bits": 1, "max_len":
                    # p3_pcu: its credits, output queue and pipeline are the same at every
                    # `pes`; at 4 PEs PDR did not finish in 120 s at depth 8, and dprove's
                    # "drains" aborts at 2 and 4 PEs (1 PE: 22 s).
-                   "p3_pcu": {"pes": 1}}
+                   "p3_pcu": {"pes": 1},
+                   # The quantizer: two lanes (a COO beat packs two entries) of two-window
+                   # chunks, as its data property (its hdr and dense rows also prove at the
+                   # default shape, 4-9 s; "drains" needs the 24-cycle window below).
+                   "oaken_quantizer": {"lanes": 2, "vec_len": 4, "data_bits": 2,
+                                       "frac_bits": 1}}
 
 #: The k-induction depth of the hold proofs: the hold is a relation between two consecutive
 #: cycles, and k = 2 proves it on every unit but Orizuru's trees (which go to PDR; k = 8 did not
@@ -105,13 +112,34 @@ def bounded(unit, prop, depth):
     """``(cycles, reason)`` of a counting property checked bounded by design, or None."""
     return BOUNDED.get((unit, prop, depth), BOUNDED.get((unit, prop)))
 
-#: Units whose counting proofs run ABC's ``dprove`` instead of ``pdr``: kllm_column's (PDR
-#: decides none of the three at the smallest shape, 4 bins of 1 input, in 120 s or 300 s: the
-#: binary32 weighted sum is in the cone of every output beat, since zero bins are skipped;
-#: ``dprove`` simplifies first and proves them, 30-80 s a row with other proofs beside it);
-#: p3_pcu's (PDR: not in 120 s at depth 8 at 4 PEs, the 16-entry output queue's 34-bit
-#: words in the design; dprove: 1-22 s at 1 PE).
-COUNTING_ENGINES = {"kllm_column": "dprove", "p3_pcu": "dprove"}
+#: Units whose counting proofs run another engine than ``pdr`` (``(engine, depth)``):
+#: kllm_column's ABC ``dprove`` (PDR decides none of the three at the smallest shape, 4 bins
+#: of 1 input, in 120 s or 300 s: the binary32 weighted sum is in the cone of every output
+#: beat, since zero bins are skipped; ``dprove`` simplifies first and proves them, 30-80 s a
+#: row with other proofs beside it); p3_pcu's ``dprove`` (PDR: not in 120 s at depth 8 at 4
+#: PEs, the 16-entry output queue's 34-bit words in the design; dprove: 1-22 s at 1 PE); the
+#: quantizer's k-induction with the lemmas of its account (its credits and queue levels are
+#: the harness's counts, ``OakenQuantizer.owed``): k = 26 covers the 24-cycle drain window
+#: ("drains" at ``pipeline`` 12 is not 12-inductive), 4-19 s a row; PDR and dprove decide
+#: none of the three in 120 s.
+COUNTING_ENGINES = {"kllm_column": ("dprove", 8), "p3_pcu": ("dprove", 8),
+                    "oaken_quantizer": ("kind", 26)}
+
+#: Output streams whose counting properties are checked bounded, by design, in rows of their
+#: own (the unit's other streams are proved): ``unit -> (streams, {pipeline: cycles},
+#: reason)``.
+BOUNDED_STREAMS = {
+    # The COO beat with `last` is the one where the chunk's running outlier count reaches its
+    # total (from the statistics); that exactly one comes per chunk rests on that total
+    # matching the chunk's beats in the buffer, a relation over LUT-RAM contents and the
+    # measurement pipeline that k-induction, PDR and dprove do not find (dprove: "gave up"
+    # after 65-76 s a property). 16 cycles at pipeline=0 hold about five chunks, 26 at 12
+    # the 17-cycle latency and about four (the bounds of its data property).
+    "oaken_quantizer": (
+        ("coo",), {0: 16, 12: 26},
+        "bounded by design: one COO last per chunk rests on the chunk's outlier total "
+        "matching its buffered beats, which no engine relates in 120 s"),
+}
 
 #: Cycles of the bounded check that follows a proof no engine decided: no proof, but it tells
 #: "no counterexample that short" from a failing design.
@@ -137,13 +165,25 @@ def stream_proofs(unit):
         overrides = {**reduced, "pipeline": depth}
         _, params = resolve_params(unit, None, overrides)
         configuration = _configuration(overrides)
+        split = BOUNDED_STREAMS.get(unit)
+        names = [output.name for output in ACCOUNTS[unit](params).outputs]
+        groups = [(None, configuration)]
+        if split:
+            streams = list(split[0])
+            proved = [name for name in names if name not in streams]
+            groups = [(proved, f"{configuration},streams={'+'.join(proved)}"),
+                      (streams, f"{configuration},streams={'+'.join(streams)}")]
         for prop in COUNTING:
-            cycles, _ = bounded(unit, prop, depth) or (None, None)
-            engine, proof_depth = (("bmc", cycles) if cycles
-                                   else (COUNTING_ENGINES.get(unit, "pdr"), 8))
-            rows.append(Proof(unit, configuration, prop,
-                              partial(StreamCountHarness, unit=unit, params=params, prop=prop),
-                              params, engine, proof_depth))
+            for streams, shown in groups:
+                cycles, note = bounded(unit, prop, depth) or (None, "")
+                if split and streams == list(split[0]):
+                    cycles, note = split[1][depth], split[2]
+                engine, proof_depth = (("bmc", cycles) if cycles
+                                       else COUNTING_ENGINES.get(unit, ("pdr", 8)))
+                rows.append(Proof(unit, shown, prop,
+                                  partial(StreamCountHarness, unit=unit, params=params,
+                                          prop=prop, streams=streams),
+                                  params, engine, proof_depth, note))
     return rows
 
 
@@ -181,14 +221,7 @@ NO_DATA_PROOF = {
 
 #: Units without stream proofs, and why (:func:`gaps` requires them of every other unit; the
 #: summary lists these under "not proved").
-NO_STREAM_PROOF = {
-    "oaken_quantizer": "no engine decides its hold or counting rules in 120 s, even at 1 lane "
-                       "of 1-element chunks of 2-bit data: k-induction needs invariants tying "
-                       "its five LUT-RAM queues to its credit counters and delay lines, PDR and "
-                       "dprove do not find them (300 s), and a 20-cycle bounded check does not "
-                       "finish; its streams are simulated (benches with random backpressure "
-                       "on all three outputs)",
-}
+NO_STREAM_PROOF = {}
 
 
 def gaps(units=None, rows=None):
@@ -231,8 +264,7 @@ def row_line(proof, result):
     depth = {"pdr": "unbounded", "dprove": "unbounded",
              "kind": f"k = {result.depth}"}.get(result.engine,
                                                                    f"{result.depth} cycles")
-    reason = bounded(proof.unit, result.prop, proof.params.get("pipeline"))
-    detail = result.detail or (reason[1] if reason and result.engine == "bmc" else "")
+    detail = result.detail or (proof.note if result.engine == "bmc" else "")
     status = result.status + (f" ({detail})" if detail else "")
     return (f"| {proof.unit} | {proof.configuration} | {result.prop} | "
             f"{ENGINE_NAMES[result.engine]} | {depth} | {status} | {result.seconds:.1f} |")

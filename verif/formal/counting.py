@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Assert, Assume, Module, Signal, Value
+from amaranth.hdl import Assert, Assume, Module, Mux, Signal, Value
 from amaranth.utils import ceil_log2
 
 from .stream import UnitHarness, assume_input_hold
@@ -50,11 +50,15 @@ class Account:
     """How one unit counts: its ``outputs`` (:class:`Output`), ``in_flight`` the transactions
     it may hold (the bound: ``(latency + in_flight) * beats`` per stream) and
     ``drain_cycles`` the longest gap between owed output beats while every consumer is
-    ready."""
+    ready. ``lemmas(dut, counts)``, if given, returns conditions asserted beside the
+    property (proved with it, so that k-induction can relate the harness's counters to the
+    unit's state): ``counts`` maps each output's name to the harness's count of its beats
+    granted (or owed) and not taken."""
 
     outputs: tuple
     in_flight: int
     drain_cycles: int
+    lemmas: object = None
 
 
 def _fire(stream):
@@ -90,36 +94,45 @@ def _chunk_owed(m, dut, params):
     return complete * dense_beats
 
 
-def _chunk_end(m, dut, params):
+def _chunk_end(m, dut, params, names):
     """The quantizer's chunk is complete with its ``vec_len / lanes``-th input beat (the input
-    has no ``last``: SPEC 8 counts beats)."""
+    has no ``last``: SPEC 8 counts beats). The beat counter goes to ``names["index"]``."""
     windows = params["vec_len"] // params["lanes"]
     if windows == 1:
         return _fire(dut.i)
-    index = Signal(range(windows), name="chunk_beat")
+    index = names["index"] = Signal(range(windows), name="chunk_beat")
     with m.If(_fire(dut.i)):
-        m.d.sync += index.eq(0 if index == windows - 1 else index + 1)
+        m.d.sync += index.eq(Mux(index == windows - 1, 0, index + 1))
     return _fire(dut.i) & (index == windows - 1)
 
 
 def _quantizer(params):
     """SPEC 8: per chunk one ``hdr`` beat, ``vec_len / lanes`` ``dense`` beats, and COO beats
     of which the last (one per chunk) is counted; all granted and owed at the chunk's last
-    input beat (every output of a chunk depends on its statistics)."""
+    input beat (every output of a chunk depends on its statistics). Lemmas: the chunk
+    position and the ``hdr`` and ``dense`` counts are the unit's own (``OakenQuantizer.owed``).
+    """
     windows = params["vec_len"] // params["lanes"]
+    chunk = {}
 
     def at_end(beats):
         def grant(m, dut, p):
-            end = Signal(name="chunk_end")
-            m.d.comb += end.eq(_chunk_end(m, dut, p))
-            return end * beats
+            if not chunk:
+                chunk["end"] = Signal(name="chunk_end")
+                m.d.comb += chunk["end"].eq(_chunk_end(m, dut, p, chunk))
+            return chunk["end"] * beats
         return grant
+
+    def lemmas(dut, counts):
+        owed = dut.owed
+        return ([counts[name] == owed[name] for name in ("hdr", "dense") if name in counts]
+                + ([chunk["index"] == owed["position"]] if "index" in chunk else []))
 
     return Account((Output(at_end(1), lambda m, d, p: 1, name="hdr"),
                     Output(at_end(windows), lambda m, d, p: windows, name="dense"),
                     Output(at_end(1), lambda m, d, p: 1, name="coo",
                            counted=lambda s: s.payload.last)),
-                   in_flight=16, drain_cycles=24)
+                   in_flight=16, drain_cycles=24, lemmas=lemmas)
 
 
 def _units():
@@ -179,7 +192,7 @@ class StreamCountHarness(UnitHarness):
     """``dut`` with the stream rules assumed on its inputs and one counting property
     (``prop``, one of :data:`PROPERTIES`) asserted on every output of its account."""
 
-    def __init__(self, dut, unit, params, prop):
+    def __init__(self, dut, unit, params, prop, streams=None):
         if prop not in PROPERTIES:
             raise ValueError(f"prop must be one of {PROPERTIES}, not {prop!r}")
         if unit not in ACCOUNTS:
@@ -188,6 +201,10 @@ class StreamCountHarness(UnitHarness):
         self.params = params
         self.prop = prop
         self.account = ACCOUNTS[unit](params)
+        names = [output.name for output in self.account.outputs]
+        if streams is not None and not set(streams) <= set(names):
+            raise ValueError(f"streams must be among {names}, not {list(streams)!r}")
+        self.streams = names if streams is None else list(streams)
         super().__init__(dut)
 
     def elaborate(self, platform):
@@ -198,8 +215,10 @@ class StreamCountHarness(UnitHarness):
         all_ready = 1
         for output in account.outputs:
             all_ready = all_ready & getattr(dut, output.name).ready
-        for output in account.outputs:
-            self._count(m, output, all_ready)
+        counts = {output.name: self._count(m, output, all_ready)
+                  for output in account.outputs if output.name in self.streams}
+        if account.lemmas is not None:
+            m.d.comb += [Assert(lemma) for lemma in account.lemmas(dut, counts)]
         return m
 
     def _count(self, m, output, all_ready):
@@ -220,7 +239,7 @@ class StreamCountHarness(UnitHarness):
                     m.d.comb += Assert(granted > 0)
             else:
                 m.d.comb += Assert(granted <= bound)
-            return
+            return granted
         owe = grant if output.owe is None else Value.cast(output.owe(m, dut, params))
         # owed for complete transactions
         owed = Signal(range(-2 * bound, 2 * bound + 1), name=f"{name}_owed")
@@ -231,3 +250,4 @@ class StreamCountHarness(UnitHarness):
         with m.Else():
             m.d.sync += stall.eq(0)
         m.d.comb += Assert(stall < account.drain_cycles)
+        return owed
