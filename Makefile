@@ -18,13 +18,17 @@ CONFIG ?=
 TARGET ?=
 WAVES  ?= 0
 export WAVES
+# Standard-cell libraries (make stdcell, make test): a volare/ciel PDK root; by default the
+# shared one beside the clone.
+PDK_ROOT ?= $(abspath ../shared/pdk)
+export PDK_ROOT
 
 unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
             $(foreach kv,$(SET),--set $(kv))
 
 .DEFAULT_GOAL := all
 .PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
-        synth fmax report paper sweep bitstream results lint test test-large clean distclean
+        synth fmax stdcell report paper sweep bitstream results lint test test-large clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -81,6 +85,12 @@ area synth: verilog
 # wrapper so pins do not count (build/reports/fmax.md, .csv).
 fmax: verilog
 	$(PY) -m fpga fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+
+# Standard-cell area (um^2, NAND2-equivalents) and estimated Fmax of the generated units on
+# open libraries (fpga/stdcell): make stdcell [UNIT=p3_pe] [LIBRARY=asap7]
+LIBRARY ?=
+stdcell: verilog
+	$(PY) -m fpga stdcell $(if $(UNIT),--unit $(UNIT)) $(foreach l,$(LIBRARY),--library $(l))
 
 # Every unit at a paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5, Xilinx, CMOS transistors,
 # nextpnr Fmax (iCE40 UP5K, ECP5 25F, 85F when it does not fit), ratios to the baselines

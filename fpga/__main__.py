@@ -1,5 +1,5 @@
 """One command line for the studies and the board link: ``python -m fpga {area,fmax,report,
-sweep,accllm,paper-area,counter-split,bitstream,host} ...``.
+sweep,accllm,paper-area,counter-split,stdcell,bitstream,host} ...``.
 
 ``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
 own command lines (``python -m fpga <command> --help``), which ``python -m fpga.<module>``
@@ -40,6 +40,7 @@ COMMANDS = {
     "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
     "paper-area": ("fpga.paper_area", "KLLM Table I's area ratios next to ours"),
     "counter-split": ("fpga.kllm_counter_split", "the KLLM counter's area split by block"),
+    "stdcell": ("fpga.stdcell.cli", "standard-cell area and estimated Fmax on open PDKs"),
     "bitstream": ("fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
     "host": ("fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
 }

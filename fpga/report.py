@@ -7,9 +7,9 @@
    and, for a unit with a registered baseline, that baseline with the parameters the two
    share (same ``n``/``k``/``width`` for Orizuru's scan, same mode and X width for AccLLM's
    plain multipliers) into ``BUILD_DIR/report/verilog/<row>/``;
-2. synthesizes each with the area flows of `fpga.yosys` (iCE40 UP5K, ECP5, Xilinx ``xcup``
-   and the technology-neutral CMOS transistor estimate), skipping the targets a unit's
-   manifest excludes (a DSP48E2 instance is Xilinx only);
+2. synthesizes each with the area flows of `fpga.yosys` (iCE40 UP5K, ECP5, Xilinx ``xcup``)
+   and the standard-cell flow of `fpga.stdcell` (sky130 and IHP from ``PDK_ROOT``), skipping
+   the targets a unit's manifest excludes (a DSP48E2 instance is Xilinx only);
 3. places and routes each with nextpnr inside `fpga.fmax`'s registered timing wrapper on
    iCE40 UP5K and ECP5 25F; a design that does not fit the 25F is placed on the 85F, and a
    design that does not fit the UP5K is reported as such, with the resource it lacks;
@@ -40,7 +40,9 @@ from fpga.area import Unit, area_job, find_units, format_params, positive_int_ar
 from fpga.fmax import fmax_job, tool_versions
 from fpga.jobs import Failure, JobSetupError, run_jobs
 from fpga.nextpnr import FmaxError
-from fpga.report_render import AREA_TARGETS, FMAX_COLUMNS, publish, render_csv, render_markdown
+from fpga.report_render import (AREA_TARGETS, FMAX_COLUMNS, STDCELL_TARGETS, publish, render_csv,
+                                 render_markdown)
+from fpga.stdcell import LibraryError, find_liberty, stdcell_job
 from gen.registry import UNITS, resolve_params
 from gen.verilog import generate
 
@@ -50,6 +52,7 @@ __all__ = [
     "baseline_row",
     "main",
     "run_report",
+    "stdcell_area_job",
 ]
 
 
@@ -175,6 +178,7 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     shared file system). With ``cache``, a run whose Verilog and flow are unchanged since an
     earlier report takes its result from ``build_dir/cache`` (:mod:`fpga.cache`)."""
     build_dir = Path(build_dir)
+    libraries = {library: find_liberty(library) for library in STDCELL_TARGETS}
     units = {row.label: generate_row(row, build_dir / "report" / "verilog") for row in rows}
     jobs_list = []
     for row in rows:
@@ -189,7 +193,10 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     failures: list[str] = []
     cache_dir = build_dir / "cache" if cache else None
     synth_dir, fmax_dir = build_dir / "report" / "synth", build_dir / "report" / "fmax"
-    runs = [((kind, label, target), area_job, units[label], target, synth_dir / label, cache_dir)
+    runs = [((kind, label, target), stdcell_area_job, units[label], target, synth_dir / label,
+             cache_dir, libraries[target])
+            if kind == "area" and target in STDCELL_TARGETS else
+            ((kind, label, target), area_job, units[label], target, synth_dir / label, cache_dir)
             if kind == "area" else
             ((kind, label, target), fmax_job, units[label], target, fmax_dir, fmax_timeout_s,
              cache_dir, None, FMAX_COLUMNS[target])
@@ -235,6 +242,19 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     }
 
 
+def stdcell_area_job(unit: Unit, library: str, workdir: Path, cache_dir: Path | None,
+                     liberty) -> dict:
+    """Job of the report's standard-cell columns: :func:`fpga.stdcell.stdcell_job` as an area
+    outcome (``metrics``: NAND2-equivalents, um^2, flip-flop share, critical path in ps,
+    estimated MHz)."""
+    result = stdcell_job(unit, library, workdir, cache_dir, liberty)
+    metrics = {"NAND2": round(result["nand2_eq"]), "um2": round(result["area"], 1),
+               "FF share": round(result["ff_share"], 3), "path_ps": round(result["delay"]),
+               "MHz": round(result["fmax_mhz"], 1)}
+    return {"metrics": metrics, "seconds": round(result["seconds"], 1),
+            **({"cached": True} if result.get("cached") else {})}
+
+
 # --------------------------------------------------------------------------- command line
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -246,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fpga.report",
         description="Every unit at its paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5 "
-                    "and Xilinx, CMOS transistors, nextpnr Fmax, ratios to the baselines.")
+                    "and Xilinx, standard cells on sky130 and IHP (PDK_ROOT), nextpnr Fmax, "
+                    "ratios to the baselines.")
     parser.add_argument("--unit", action="append", default=[], metavar="NAME",
                         help="report only this unit (repeatable; its baseline comes with it)")
     parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N")
@@ -290,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                           fmax=not arguments.no_fmax, fmax_timeout_s=arguments.fmax_timeout,
                           progress=_say, scheduler=arguments.scheduler,
                           cache=not arguments.no_cache)
-    except JobSetupError as error:
+    except (JobSetupError, LibraryError) as error:
         _say(f"fpga.report: {error}")
         return EXIT_BAD_INPUT
     reports_dir.mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,17 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["AREA_METRICS", "AREA_TARGETS", "FMAX_COLUMNS", "README_BEGIN", "README_END",
+__all__ = ["AREA_METRICS", "AREA_TARGETS", "FMAX_COLUMNS", "STDCELL_TARGETS", "README_BEGIN", "README_END",
            "main_table", "publish", "ratio_table", "render_csv", "render_markdown",
            "render_readme_section", "replace_readme_section"]
 
-AREA_TARGETS = ("ice40", "ecp5", "xilinx", "cmos")
-"""Yosys area targets of the report, in column order."""
+AREA_TARGETS = ("ice40", "ecp5", "xilinx", "sky130", "ihp")
+"""Area targets of the report, in column order: Yosys's FPGA flows, then the standard-cell
+libraries (:data:`STDCELL_TARGETS`)."""
+
+STDCELL_TARGETS = ("sky130", "ihp")
+"""Standard-cell libraries of the report (:mod:`fpga.stdcell`): NAND2-equivalents, um^2 and
+an estimated Fmax each."""
 
 AREA_METRICS = ("LUT", "FF", "DSP", "BRAM")
 """FPGA metrics shown per family (CARRY and LUTRAM stay in ``make area``)."""
@@ -33,8 +38,8 @@ def _area_cell(row: dict, target: str) -> str:
     if "failed" in outcome:
         return "failed"
     metrics = outcome["metrics"]
-    if target == "cmos":
-        return f"{metrics['transistors']:,}"
+    if target in STDCELL_TARGETS:
+        return f"{metrics['NAND2']:,.0f} / {metrics['um2']:,.0f} / {metrics['MHz']:,.0f}"
     return " / ".join(str(metrics.get(metric, "-")) for metric in AREA_METRICS)
 
 
@@ -91,10 +96,11 @@ def _throughput_cell(row: dict) -> str:
 
 
 def main_table(data: dict) -> str:
-    """Markdown: one row per unit, area per family, CMOS transistors, Fmax per family,
+    """Markdown: one row per unit, area per family and standard-cell library, Fmax per family,
     latency, results per cycle and results per second at each family's Fmax."""
     header = ["unit (configuration)", "iCE40 LUT / FF / DSP / BRAM", "ECP5 LUT / FF / DSP / BRAM",
-              "Xilinx LUT / FF / DSP / BRAM", "CMOS transistors", "Fmax iCE40 UP5K MHz",
+              "Xilinx LUT / FF / DSP / BRAM", "sky130 NAND2-eq / um^2 / est. MHz",
+              "IHP NAND2-eq / um^2 / est. MHz", "Fmax iCE40 UP5K MHz",
               "Fmax ECP5 25F MHz", "latency (cycles)", "results / cycle",
               "throughput iCE40 / ECP5 (M results/s)"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
@@ -138,7 +144,9 @@ RATIO_COLUMNS = (
     ("Xilinx LUT", lambda r: _metric(r, "xilinx", "LUT")),
     ("Xilinx DSP", lambda r: _metric(r, "xilinx", "DSP")),
     ("ECP5 DSP", lambda r: _metric(r, "ecp5", "DSP")),
-    ("CMOS transistors", lambda r: _metric(r, "cmos", "transistors")),
+    ("sky130 NAND2-eq", lambda r: _metric(r, "sky130", "NAND2")),
+    ("IHP NAND2-eq", lambda r: _metric(r, "ihp", "NAND2")),
+    ("sky130 est. MHz", lambda r: _metric(r, "sky130", "MHz")),
     ("Fmax iCE40", lambda r: _fmax(r, "ice40")),
     ("Fmax ECP5", lambda r: _fmax(r, "ecp5")),
     ("throughput ECP5", lambda r: _throughput(r, "ecp5")),
@@ -170,8 +178,11 @@ def ratio_table(data: dict) -> str:
 
 AREA_AND_FMAX_NOTE = (
     "Area: Yosys cell counts of the unit alone (`make area` flows: `synth_ice40 -device u "
-    "-dsp`, `synth_ecp5`, `synth_xilinx -family xcup`, `abc -g cmos4` with `stat -tech "
-    "cmos`); n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
+    "-dsp`, `synth_ecp5`, `synth_xilinx -family xcup`); standard cells (`make stdcell`, "
+    "docs/stdcell.md): sky130_fd_sc_hd tt and IHP SG13G2 typ, area in NAND2-equivalents "
+    "(area / the library's smallest 2-input NAND) and um^2, and a clock estimated from ABC's "
+    "critical path of a delay-mapped netlist plus the flip-flop's clock-to-Q and setup; "
+    "n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
     "seed 1, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
     "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
     "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "

@@ -153,12 +153,13 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
     assert FMAX_COLUMNS["ice40"] == ("ice40",) and "ecp5-85k" in FMAX_TARGETS
 
 
-def _row(label, unit, lut, transistors, fmax, baseline=None, baseline_of=None, **extra):
+def _row(label, unit, lut, nand2, fmax, baseline=None, baseline_of=None, **extra):
     return {
         "label": label, "unit": unit, "config": None, "params": "", "baseline": baseline,
         "baseline_of": baseline_of, "ops_per_cycle": None,
         "area": {"ice40": {"metrics": {"LUT": lut, "FF": 10, "DSP": 0, "BRAM": 0}},
-                 "cmos": {"metrics": {"transistors": transistors}}},
+                 "sky130": {"metrics": {"NAND2": nand2, "um2": nand2 * 3.7536, "MHz": 500.0,
+                                        "FF share": 0.5, "path_ps": 1000}}},
         "fmax": {"ice40": {"fmax_mhz": fmax, "target": "ice40", "resources": {"LC": lut}},
                  **extra},
     }
@@ -177,14 +178,14 @@ def test_rendering_ratios_and_cells():
     data["rows"][1].update(latency=2, result="MAC", results_per_cycle=1.0)
     markdown = render_markdown(data)
     # Throughput = Fmax x results per cycle: u 100 x 4 (iCE40), 40 x 4 (85F); b 80 x 1.
-    assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 | 100.0 | 40.0 (85F) | 3 | 4 MAC | " \
-           "400 / 160 |" in markdown
-    assert "| `b` (baseline) | 200 / 10 / 0 / 0 | n/a | n/a | 1,000 | 80.0 | " \
-           "does not fit (99/28 DSP) | 2 | 1 MAC | 80 / n/a |" in markdown
-    # LUT 50/200, transistors 3000/1000, Fmax 100/80; figures one side lacks are n/a.
-    # Throughput per iCE40 LUT: (400 / 50) / (80 / 200) = 20.
-    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | 1.25 | n/a | n/a | " \
-           "20.00 | n/a | 4 / 1 |" in markdown
+    assert "| `u` | 50 / 10 / 0 / 0 | n/a | n/a | 3,000 / 11,261 / 500 | n/a | 100.0 | " \
+           "40.0 (85F) | 3 | 4 MAC | 400 / 160 |" in markdown
+    assert "| `b` (baseline) | 200 / 10 / 0 / 0 | n/a | n/a | 1,000 / 3,754 / 500 | n/a | " \
+           "80.0 | does not fit (99/28 DSP) | 2 | 1 MAC | 80 / n/a |" in markdown
+    # LUT 50/200, sky130 NAND2-eq 3000/1000 (IHP not run), its MHz 500/500, Fmax 100/80;
+    # figures one side lacks are n/a. Throughput per iCE40 LUT: (400 / 50) / (80 / 200) = 20.
+    assert "| `u` / `b` (baseline) | 0.25 | n/a | n/a | n/a | n/a | 3.00 | n/a | 1.00 | 1.25 | " \
+           "n/a | n/a | 20.00 | n/a | 4 / 1 |" in markdown
     # A report written before latency and rates were recorded still renders (n/a).
     for row in data["rows"]:
         del row["latency"], row["result"], row["results_per_cycle"]
@@ -242,7 +243,10 @@ def test_a_small_row_end_to_end(work_dir):
     flip_flops = lanes * (a_bits + b_bits) + 1
     for target in ("ice40", "ecp5", "xilinx"):
         assert result["area"][target]["metrics"]["FF"] == flip_flops
-    assert result["area"]["cmos"]["metrics"]["transistors"] > 16 * flip_flops
+    # A sky130 flip-flop is over 4 NAND2-equivalents; the cells are mostly flip-flops.
+    sky130 = result["area"]["sky130"]["metrics"]
+    assert sky130["NAND2"] > 4 * flip_flops and sky130["FF share"] > 0.5
+    assert result["area"]["ihp"]["metrics"]["MHz"] > 100
     for column in FMAX_COLUMNS:
         assert result["fmax"][column]["target"] == column
         assert result["fmax"][column]["fmax_mhz"] > 10
@@ -264,7 +268,8 @@ def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
     assert remote["failures"] == local["failures"] == []
     metrics = [{target: cell["metrics"] for target, cell in data["rows"][0]["area"].items()}
                for data in (local, remote)]
-    assert metrics[0] == metrics[1] and set(metrics[0]) == {"ice40", "ecp5", "xilinx", "cmos"}
+    assert metrics[0] == metrics[1]
+    assert set(metrics[0]) == {"ice40", "ecp5", "xilinx", "sky130", "ihp"}
 
 
 @pytest.mark.synth
@@ -284,7 +289,7 @@ def test_a_warm_report_reruns_only_what_changed(work_dir):
     assert cold["failures"] == [] and not any("(cached)" in line for line in cold_lines)
     warm, warm_lines = run(rows)
     assert warm["rows"] == cold["rows"]
-    assert len(warm_lines) == 4 and all(line.endswith("(cached)") for line in warm_lines)
+    assert len(warm_lines) == 5 and all(line.endswith("(cached)") for line in warm_lines)
     changed, changed_lines = run([ReportRow("kllm_concat", None, (("lanes", 3),))])
     assert not any("(cached)" in line for line in changed_lines)
     assert changed["rows"][0]["area"]["ice40"]["metrics"]["FF"] != \

@@ -1,0 +1,7 @@
+"""``python -m fpga.stdcell``: the same as ``python -m fpga stdcell``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

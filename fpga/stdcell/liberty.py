@@ -1,0 +1,268 @@
+"""Open standard-cell libraries: where they are, and the few facts the flow reads from them.
+
+A library is found the way a user has it: under ``PDK_ROOT`` in the volare/ciel layout
+(``<pdk>/libs.ref/<library>/lib/<file>.lib`` or ``.lib.gz``), or given as explicit Liberty
+files. :data:`LIBRARIES` names the three the project measures (sky130_fd_sc_hd tt, IHP
+SG13G2 typical, ASAP7 RVT TT). :func:`library_facts` parses a library once (a small
+Liberty reader: groups, simple and complex attributes) and keeps what the flow needs: every
+cell's area and whether it is sequential, the smallest 2-input NAND (the NAND2-equivalent),
+the time unit, and per flip-flop its clock-to-Q and setup from its tables.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["LIBRARIES", "Library", "LibraryError", "LibraryFacts", "find_liberty",
+           "library_facts"]
+
+
+class LibraryError(ValueError):
+    """A library cannot be found or read."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """An open library in the volare/ciel ``PDK_ROOT`` layout: ``pdk`` (its folder),
+    ``name`` (under ``libs.ref``), ``files`` (glob patterns of its Liberty files, without
+    ``.gz``), ``dont_use`` (cells the mapping must not use), ``title``."""
+
+    pdk: str
+    name: str
+    files: tuple
+    dont_use: tuple = ()
+    title: str = ""
+
+
+#: The libraries of ``make report`` (sky130, ihp) and of ``make area``/``make sweep`` on
+#: request (asap7). sky130's ``lpflow`` cells are power-gating cells.
+LIBRARIES = {
+    "sky130": Library("sky130A", "sky130_fd_sc_hd", ("sky130_fd_sc_hd__tt_025C_1v80.lib",),
+                      ("*lpflow*",), "SkyWater 130 nm sky130_fd_sc_hd, tt 25 C 1.80 V"),
+    "ihp": Library("ihp-sg13g2", "sg13g2_stdcell", ("sg13g2_stdcell_typ_1p20V_25C.lib",),
+                   (), "IHP SG13G2 130 nm sg13g2_stdcell, typ 1.20 V 25 C"),
+    "asap7": Library("asap7", "asap7sc7p5t_rvt", ("asap7sc7p5t_*_RVT_TT_nldm.lib",),
+                     (), "ASAP7 7 nm predictive asap7sc7p5t RVT, TT"),
+}
+
+
+def find_liberty(library: str, pdk_root: str | os.PathLike | None = None) -> list[Path]:
+    """The Liberty files of ``library`` (a key of :data:`LIBRARIES`) under ``pdk_root``
+    (default: the ``PDK_ROOT`` environment variable), ``.lib`` preferred to ``.lib.gz``.
+
+    Raises
+    ------
+    LibraryError
+        Unknown library, no ``PDK_ROOT``, or no file where the layout puts it (the message
+        names the folder searched and ``PDK_ROOT``).
+    """
+    if library not in LIBRARIES:
+        raise LibraryError(f"library must be one of {sorted(LIBRARIES)}, not {library!r}")
+    root = pdk_root if pdk_root is not None else os.environ.get("PDK_ROOT")
+    if not root:
+        raise LibraryError(f"PDK_ROOT is not set: point it at a volare/ciel PDK root holding "
+                           f"{LIBRARIES[library].pdk}/ (or pass --liberty FILE)")
+    spec = LIBRARIES[library]
+    folder = Path(root) / spec.pdk / "libs.ref" / spec.name / "lib"
+    found = []
+    for pattern in spec.files:
+        plain = sorted(folder.glob(pattern))
+        packed = sorted(folder.glob(pattern + ".gz"))
+        chosen = plain or packed
+        if not chosen:
+            raise LibraryError(f"no {pattern}[.gz] in {folder} (PDK_ROOT={root}): install "
+                               f"the {spec.pdk} PDK there or pass --liberty FILE")
+        found += chosen
+    return found
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    """What the flow reads from a library. Times in ps, areas in the library's unit
+    (um^2 for the three of :data:`LIBRARIES`)."""
+
+    files: tuple
+    nand2: str
+    nand2_area: float
+    areas: dict = field(repr=False)
+    sequential: frozenset = field(repr=False)
+    #: flip-flop -> (clock-to-Q, setup) in ps
+    flop_timing: dict = field(repr=False)
+
+    def sequential_area(self, cells: dict) -> float:
+        """Area of the sequential cells among ``cells`` (cell type -> count)."""
+        return sum(self.areas[name] * count for name, count in cells.items()
+                   if name in self.sequential)
+
+
+def library_facts(files) -> LibraryFacts:
+    """Parse the Liberty ``files`` (``.lib`` or ``.lib.gz``) of one library."""
+    files = tuple(Path(path) for path in files)
+    areas, sequential, timing, time_ps = {}, set(), {}, None
+    nand2 = []
+    for path in files:
+        try:
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", errors="replace") as handle:
+                text = handle.read()
+        except OSError as error:
+            raise LibraryError(f"cannot read {path}: {error}") from None
+        top = _parse(text, path)
+        unit = top.attribute("time_unit")
+        scale = _time_unit_ps(unit, path)
+        time_ps = time_ps or scale
+        for cell in top.groups_of("cell"):
+            name = cell.name
+            area = float(cell.attribute("area") or 0.0)
+            areas[name] = area
+            if cell.groups_of("ff") or cell.groups_of("latch"):
+                sequential.add(name)
+                flop = _flop_timing(cell, scale)
+                if flop is not None:
+                    timing[name] = flop
+            if _is_nand2(cell):
+                nand2.append((area, name))
+    if not nand2:
+        raise LibraryError(f"no 2-input NAND in {', '.join(map(str, files))}")
+    area, name = min(nand2)
+    return LibraryFacts(files, name, area, areas, frozenset(sequential), timing)
+
+
+# --- a small Liberty reader -------------------------------------------------------------------
+
+@dataclass
+class _Group:
+    kind: str
+    args: list
+    attributes: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+
+    @property
+    def name(self):
+        return self.args[0] if self.args else ""
+
+    def attribute(self, key):
+        return self.attributes.get(key)
+
+    def groups_of(self, kind):
+        return [group for group in self.groups if group.kind == kind]
+
+
+_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|[{}();:,]|[^\s{}();:,"]+')
+
+
+def _parse(text, path):
+    """The library group of a Liberty text (comments and line continuations removed)."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S).replace("\\\n", " ")
+    tokens = _TOKEN.findall(text)
+    stack = [_Group("root", [])]
+    position, count = 0, len(tokens)
+
+    def word(token):
+        return token[1:-1] if token.startswith('"') else token
+
+    while position < count:
+        token = tokens[position]
+        if token == "}":
+            group = stack.pop()
+            stack[-1].groups.append(group)
+            position += 1
+            continue
+        if token == ";":
+            position += 1
+            continue
+        following = tokens[position + 1] if position + 1 < count else ""
+        if following == ":":                        # key : value [;] (ASAP7 omits some ;)
+            stack[-1].attributes[token] = word(tokens[position + 2])
+            position += 3
+            continue
+        if following == "(":                                    # name ( args ) { or ;
+            args, position = [], position + 2
+            while position < count and tokens[position] != ")":
+                if tokens[position] != ",":
+                    args.append(word(tokens[position]))
+                position += 1
+            position += 1
+            if position < count and tokens[position] == "{":
+                stack.append(_Group(token, args))
+                position += 1
+            else:
+                stack[-1].attributes.setdefault(token, args)
+            continue
+        position += 1
+    if len(stack) != 1 or not stack[0].groups:
+        raise LibraryError(f"{path}: not a Liberty file (unbalanced groups)")
+    return stack[0].groups[0]
+
+
+def _time_unit_ps(unit, path):
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ps|ns)\s*", unit or "")
+    if not match:
+        raise LibraryError(f"{path}: time_unit {unit!r} is not in ps or ns")
+    return float(match.group(1)) * (1000.0 if match.group(2) == "ns" else 1.0)
+
+
+def _is_nand2(cell):
+    """A cell with two inputs and one output computing NOT (A AND B)."""
+    pins = cell.groups_of("pin")
+    inputs = [pin.name for pin in pins if pin.attribute("direction") == "input"]
+    outputs = [pin for pin in pins if pin.attribute("direction") == "output"]
+    if len(inputs) != 2 or len(outputs) != 1 or cell.groups_of("ff"):
+        return False
+    function = outputs[0].attribute("function") or ""
+    table = [_evaluate(function, dict(zip(inputs, (a, b)))) for a in (0, 1) for b in (0, 1)]
+    return table == [True, True, True, False]
+
+
+def _evaluate(function, values):
+    """A Liberty boolean ``function`` (``!``, ``&``/``*``, ``|``/``+``, ``^``, parentheses)
+    at ``values`` (pin -> 0/1); None if it holds anything else."""
+    text = function.replace("+", "|").replace("*", "&")
+    if not re.fullmatch(r"[\w\s!&|^()]*", text):
+        return None
+    text = re.sub(r"\w+", lambda match: str(values.get(match.group(0), "x")), text)
+    if "x" in text:
+        return None
+    try:                                        # digits, ~ & | ^ and parentheses only
+        return bool(eval(text.replace("!", "~"), {"__builtins__": {}}) & 1)
+    except SyntaxError:
+        return None
+
+
+def _table(group, kinds):
+    """The largest entry of ``kinds`` tables of a timing group at its second index of each
+    axis (a short transition and a light load: the entry a flop sees beside its neighbours)."""
+    worst = None
+    for kind in kinds:
+        for table in group.groups_of(kind):
+            values = table.attribute("values")
+            if not values:
+                continue
+            rows = [[float(v) for v in row.replace(",", " ").split()] for row in values]
+            row = rows[min(1, len(rows) - 1)]
+            value = row[min(1, len(row) - 1)]
+            worst = value if worst is None else max(worst, value)
+    return worst
+
+
+def _flop_timing(cell, scale):
+    """(clock-to-Q, setup) of an edge-triggered flip-flop in ps, or None."""
+    clock_to_q = setup = None
+    for pin in cell.groups_of("pin"):
+        for timing in pin.groups_of("timing"):
+            kind = timing.attribute("timing_type") or ""
+            if kind in ("rising_edge", "falling_edge") and pin.attribute("direction") == "output":
+                value = _table(timing, ("cell_rise", "cell_fall"))
+                if value is not None:
+                    clock_to_q = max(clock_to_q or 0.0, value)
+            elif kind in ("setup_rising", "setup_falling"):
+                value = _table(timing, ("rise_constraint", "fall_constraint"))
+                if value is not None:
+                    setup = max(setup or 0.0, value)
+    if clock_to_q is None or setup is None:
+        return None
+    return clock_to_q * scale, setup * scale
