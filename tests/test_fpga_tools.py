@@ -42,7 +42,10 @@ def test_one_command_line_runs_every_study(tmp_path, capsys):
     from fpga.__main__ import COMMANDS, main
 
     assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "counter-split",
-                             "bitstream", "host"}
+                             "stdcell", "bitstream", "host"}
+    (tmp_path / "verilog").mkdir()
+    assert main(["stdcell", "--build-dir", str(tmp_path), "--library", "tsmc28"]) == 2
+    assert "fpga stdcell:" in capsys.readouterr().err
     assert main(["sweep", "--unit", "nope", "--param", "n"]) == 2
     assert "fpga.sweep: unknown unit 'nope'" in capsys.readouterr().err
     assert main(["report", "--unit", "nope", "--build-dir", str(tmp_path)]) == 2
