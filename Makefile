@@ -18,9 +18,10 @@ CONFIG ?=
 TARGET ?=
 WAVES  ?= 0
 export WAVES
-# Standard-cell libraries (make stdcell, make test): a volare/ciel PDK root; by default the
-# shared one beside the clone.
-PDK_ROOT ?= $(abspath ../shared/pdk)
+# Standard-cell libraries (make stdcell, make report, make test): a volare/ciel PDK root; by
+# default the shared one beside the clone, or beside the repository it was cloned from.
+ORIGIN   := $(shell git config --get remote.origin.url 2>/dev/null)
+PDK_ROOT ?= $(firstword $(wildcard $(abspath ../shared/pdk) $(abspath $(ORIGIN)/../shared/pdk)))
 export PDK_ROOT
 
 unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \

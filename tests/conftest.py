@@ -1,8 +1,11 @@
 """Shared pytest configuration."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -11,3 +14,26 @@ if str(ROOT) not in sys.path:
 # The benches here are short: a Verilator build's C++ compile is most of their time, and -O0
 # compiles it about twice as fast as Verilator's -Os (verif.runner.cxx_optimization).
 os.environ.setdefault("QLLM_CXX_OPT", "-O0")
+
+
+def _pdk_root():
+    """``PDK_ROOT``, else ``../shared/pdk`` beside this clone or beside the repository it was
+    cloned from (the Makefile's default); None if none exists."""
+    if os.environ.get("PDK_ROOT"):
+        return Path(os.environ["PDK_ROOT"])
+    origin = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    for base in (ROOT, Path(origin) if origin else None):
+        if base is not None and (base.parent / "shared" / "pdk").is_dir():
+            return base.parent / "shared" / "pdk"
+    return None
+
+
+@pytest.fixture(scope="session")
+def pdk_root():
+    """The standard-cell libraries' PDK root (docs/stdcell.md); the test is skipped, naming
+    PDK_ROOT, on a machine without one."""
+    root = _pdk_root()
+    if root is None:
+        pytest.skip("no PDK: set PDK_ROOT to a volare/ciel PDK root (../shared/pdk here)")
+    return root

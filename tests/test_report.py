@@ -232,10 +232,11 @@ def test_baselines_keep_their_own_pipeline_depth():
 
 
 @pytest.mark.synth
-def test_a_small_row_end_to_end(work_dir):
+def test_a_small_row_end_to_end(work_dir, pdk_root, monkeypatch):
     """One real run: a 2-lane Concat array on every area target and both Fmax columns."""
     lanes, a_bits, b_bits = 2, 4, 4
     row = ReportRow("kllm_concat", None, (("lanes", lanes),))
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
     data = report.run_report([row], work_dir, jobs=2)
     assert data["failures"] == []
     (result,) = data["rows"]
@@ -255,10 +256,11 @@ def test_a_small_row_end_to_end(work_dir):
 
 @pytest.mark.synth
 @pytest.mark.large
-def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
+def test_report_on_a_dask_cluster_gives_the_local_area(work_dir, pdk_root, monkeypatch):
     """``make report SCHEDULER=...``: the same rows from a dask.distributed cluster's worker
     (area only), with the jobs run in the worker, not here."""
     distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
     row = ReportRow("kllm_concat", None, (("lanes", 2),))
     local = report.run_report([row], work_dir / "local", jobs=2, fmax=False)
     with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
@@ -274,10 +276,11 @@ def test_report_on_a_dask_cluster_gives_the_local_area(work_dir):
 
 @pytest.mark.synth
 @pytest.mark.large   # twelve Yosys runs, 34 s of make test (test_failures_are_not_cached stays)
-def test_a_warm_report_reruns_only_what_changed(work_dir):
+def test_a_warm_report_reruns_only_what_changed(work_dir, pdk_root, monkeypatch):
     """Results of unchanged Verilog and flow come from build/cache: the same data, no Yosys
     run; a row whose Verilog changed runs again; --no-cache runs everything."""
     rows = [ReportRow("kllm_concat", None, (("lanes", 2),))]
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
 
     def run(rows, **options):
         lines = []

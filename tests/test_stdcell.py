@@ -1,11 +1,10 @@
 """The standard-cell flow (fpga/stdcell/) on the three open libraries of ``../shared/pdk``
-(``PDK_ROOT`` when set): the libraries are found in the volare/ciel layout, their smallest
+(``PDK_ROOT`` when set; the ``pdk_root`` fixture): the libraries are found in the volare/ciel layout, their smallest
 NAND2 is the one the PDK README states, and three units map on each library, the area Yosys
 reports equal to the cell areas our Liberty reader finds, the flip-flop share and an
 estimated clock. Bad input: one line, exit 2, nothing written."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from fpga.stdcell.cli import main as stdcell_main
 from gen.verilog import generate
 
 ROOT = Path(__file__).resolve().parent.parent
-PDK_ROOT = Path(os.environ.get("PDK_ROOT") or ROOT.parent / "shared" / "pdk")
 
 #: The smallest 2-input NAND of each library (../shared/pdk/README.md).
 NAND2 = {"sky130": ("sky130_fd_sc_hd__nand2_1", 3.7536), "ihp": ("sg13g2_nand2_1", 7.2576),
@@ -33,12 +31,12 @@ def verilog(tmp_path_factory):
     return folder
 
 
-def test_the_libraries_are_found_in_the_pdk_root_layout():
+def test_the_libraries_are_found_in_the_pdk_root_layout(pdk_root):
     for library in LIBRARIES:
-        files = find_liberty(library, PDK_ROOT)
+        files = find_liberty(library, pdk_root)
         assert files and all(path.is_file() for path in files)
-        assert all(path.is_relative_to(PDK_ROOT / LIBRARIES[library].pdk) for path in files)
-    assert len(find_liberty("asap7", PDK_ROOT)) == 5
+        assert all(path.is_relative_to(pdk_root / LIBRARIES[library].pdk) for path in files)
+    assert len(find_liberty("asap7", pdk_root)) == 5
 
 
 def test_a_missing_library_names_the_pdk_root(tmp_path, monkeypatch):
@@ -52,8 +50,8 @@ def test_a_missing_library_names_the_pdk_root(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("library", sorted(NAND2))
-def test_the_nand2_is_the_readme_s(library):
-    facts = library_facts(find_liberty(library, PDK_ROOT))
+def test_the_nand2_is_the_readme_s(library, pdk_root):
+    facts = library_facts(find_liberty(library, pdk_root))
     assert (facts.nand2, facts.nand2_area) == NAND2[library]
     assert facts.flop_timing and all(0 < q < 1000 and 0 < s < 1000
                                      for q, s in facts.flop_timing.values())
@@ -62,9 +60,9 @@ def test_the_nand2_is_the_readme_s(library):
 @pytest.mark.synth
 @pytest.mark.parametrize("library", sorted(NAND2))
 @pytest.mark.parametrize("unit", UNITS)
-def test_three_units_map_on_every_library(unit, library, verilog, tmp_path):
+def test_three_units_map_on_every_library(unit, library, verilog, tmp_path, pdk_root):
     [found] = find_units(verilog, [unit])
-    files = find_liberty(library, PDK_ROOT)
+    files = find_liberty(library, pdk_root)
     result = stdcell_synth(found.verilog, found.top, library, tmp_path, liberty=files)
     facts = library_facts(files)
     text = (tmp_path / "area.json").read_text()
@@ -79,12 +77,12 @@ def test_three_units_map_on_every_library(unit, library, verilog, tmp_path):
     assert result.delay > 0 and 0 < result.fmax_mhz < 1e6 / result.delay
 
 
-def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, verilog):
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, verilog, pdk_root):
     build = tmp_path / "build"
     (build / "verilog").mkdir(parents=True)
     for path in verilog.glob("kllm_concat.*"):
         (build / "verilog" / path.name).write_bytes(path.read_bytes())
-    pdk = ["--pdk-root", str(PDK_ROOT)]
+    pdk = ["--pdk-root", str(pdk_root)]
     cases = [[*pdk, "--library", "tsmc28"], ["--pdk-root", str(tmp_path / "none")],
              ["--liberty", str(tmp_path / "missing.lib")], [*pdk, "--unit", "nosuch"]]
     for extra in cases:
