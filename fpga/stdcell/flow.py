@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fpga.cache import cached, flow_fingerprint
+from fpga.cache import cached, flow_fingerprint, package_version
 from fpga.tools import log_tail
 
 from .liberty import LIBRARIES, LibraryError, find_liberty, library_facts
@@ -173,15 +173,8 @@ def stdcell_job(unit, library, workdir, cache_dir=None, liberty=None, pdk_root=N
     def key():
         return (Path(unit.verilog).read_text(), unit.top, library,
                 [hashlib.sha256(path.read_bytes()).hexdigest() for path in files],
-                _pyosys_version(), flow_fingerprint("stdcell/flow", "stdcell/run",
+                package_version("pyosys"), flow_fingerprint("stdcell/flow", "stdcell/run",
                                                     "stdcell/liberty"))
 
     return cached("stdcell", key, cache_dir, run)
 
-
-def _pyosys_version():
-    from importlib import metadata
-    try:
-        return metadata.version("pyosys")
-    except metadata.PackageNotFoundError:
-        return None

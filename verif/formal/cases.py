@@ -165,19 +165,18 @@ def stream_proofs(unit):
         overrides = {**reduced, "pipeline": depth}
         _, params = resolve_params(unit, None, overrides)
         configuration = _configuration(overrides)
-        split = BOUNDED_STREAMS.get(unit)
-        names = [output.name for output in ACCOUNTS[unit](params).outputs]
-        groups = [(None, configuration)]
-        if split:
-            streams = list(split[0])
-            proved = [name for name in names if name not in streams]
-            groups = [(proved, f"{configuration},streams={'+'.join(proved)}"),
-                      (streams, f"{configuration},streams={'+'.join(streams)}")]
+        # (streams asserted, configuration shown, (cycles, reason) if bounded by design)
+        groups = [(None, configuration, None)]
+        if unit in BOUNDED_STREAMS:
+            apart, cycles, reason = BOUNDED_STREAMS[unit]
+            proved = [output.name for output in ACCOUNTS[unit](params).outputs
+                      if output.name not in apart]
+            groups = [(proved, f"{configuration},streams={'+'.join(proved)}", None),
+                      (list(apart), f"{configuration},streams={'+'.join(apart)}",
+                       (cycles[depth], reason))]
         for prop in COUNTING:
-            for streams, shown in groups:
-                cycles, note = bounded(unit, prop, depth) or (None, "")
-                if split and streams == list(split[0]):
-                    cycles, note = split[1][depth], split[2]
+            for streams, shown, fixed in groups:
+                cycles, note = fixed or bounded(unit, prop, depth) or (None, "")
                 engine, proof_depth = (("bmc", cycles) if cycles
                                        else COUNTING_ENGINES.get(unit, ("pdr", 8)))
                 rows.append(Proof(unit, shown, prop,
