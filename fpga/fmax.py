@@ -11,9 +11,12 @@ out) is :mod:`fpga.wrapper`.
 
 Each run happens in ``BUILD_DIR/fmax/<unit>-<target>/`` (sources are copied there and all
 paths are relative: the YoWASP tools cannot see ``/tmp``); it keeps ``yosys.ys``,
-``yosys.log``, ``net.json``, ``nextpnr.log`` and ``report.json``. The seed is fixed
-(`SEED`) so results are reproducible; the target frequency is only a placement goal
-(``--timing-allow-fail``), the reported figure is the achieved one.
+``yosys.log``, ``net.json`` and, per nextpnr seed, ``nextpnr-s<seed>.log`` and
+``report-s<seed>.json``. One synthesis is placed and routed with each of `SEEDS` (fixed, so
+results are reproducible); the Fmax reported is the median of the seeds' achieved figures and
+the seeds' figures are kept beside it (their spread is the placement noise, a few percent).
+The target frequency is only a placement goal (``--timing-allow-fail``), the figures are the
+achieved ones.
 
 Yosys 0.70 workaround: ``synth_ecp5`` of ``kllm_concat`` inside the wrapper stopped on an
 assertion in ABC's reintegration (``GetSize(conn.first) == GetSize(conn.second)``; also with
@@ -50,16 +53,18 @@ from fpga.area import (
 )
 from fpga.cache import cached, flow_fingerprint
 from fpga.jobs import Failure, run_jobs
-from fpga.nextpnr import FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report
+from fpga.nextpnr import (FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report,
+                          over_capacity)
 from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
 from fpga.wrapper import WRAPPER_TOP, check_ports_against_verilog, unit_ports, wrapper_verilog
 from fpga.yosys import SynthError, find_yosys, yosys_version
 
-__all__ = ["FMAX_TARGETS", "FmaxError", "FmaxResult", "FmaxTimeout", "FmaxTarget", "fmax_all",
-           "fmax_job", "fmax_run", "main"]
+__all__ = ["FMAX_TARGETS", "FmaxError", "FmaxResult", "FmaxTimeout", "FmaxTarget", "SEEDS",
+           "fmax_all", "fmax_job", "fmax_run", "main", "median", "seeds_text"]
 
-SEED = 1
-"""nextpnr placement seed (fixed for reproducible numbers)."""
+SEEDS = (1, 2, 3)
+"""nextpnr placement seeds of every run (fixed for reproducible numbers); the reported Fmax is
+their median."""
 
 TARGET_FREQUENCY_MHZ = 12
 """Frequency goal given to nextpnr; the achieved Fmax is reported whatever it is."""
@@ -149,9 +154,9 @@ class FmaxResult:
     ----------
     unit, target : str
     fmax_mhz : float
-        Achieved Fmax of the ``clk`` domain.
+        Median over the seeds of the achieved Fmax of the ``clk`` domain.
     resources : dict of str to int
-        Used resources per report column of the target (wrapper included).
+        Used resources per report column of the target (wrapper included; the first seed's).
     wrapper_flip_flops : int
         Flip-flops of the wrapper (scan chain, output registers, XOR tree).
     seconds : float
@@ -166,11 +171,23 @@ class FmaxResult:
     wrapper_flip_flops: int
     seconds: float
     run_dir: Path
+    seeds_mhz: tuple[float | None, ...] = ()
+    """Achieved Fmax of each seed of `SEEDS`, in seed order (None: not routed within the
+    time limit; it counts as the slowest seed)."""
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence (mean of the middle two for an even count)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def fmax_run(unit: Unit, target: str, workdir: Path, *,
-             timeout_s: float | None = None, netlist: Path | None = None) -> FmaxResult:
-    """Wrap, synthesise, place and route one unit for one target; return its Fmax.
+             timeout_s: float | None = None, netlist: Path | None = None,
+             seeds: Sequence[int] = SEEDS) -> FmaxResult:
+    """Wrap, synthesise once, then place and route one unit for one target with each of
+    `seeds`; return the median Fmax and each seed's.
 
     The run happens in ``workdir / f"{unit.name}-{target}"``. `netlist` is a ``net.json``
     of an earlier run of the same unit with the same Yosys script (e.g. ``ecp5`` for
@@ -193,8 +210,11 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
 
     run_dir = Path(workdir) / f"{unit.name}-{target}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("yosys.log", "net.json", "nextpnr.log", "report.json"):
-        (run_dir / stale).unlink(missing_ok=True)
+    if not seeds:
+        raise ValueError("seeds must name at least one nextpnr seed")
+    for stale in [run_dir / "yosys.log", run_dir / "net.json", *run_dir.glob("nextpnr*.log"),
+                  *run_dir.glob("report*.json")]:
+        stale.unlink(missing_ok=True)
     shutil.copyfile(unit.verilog, run_dir / f"{unit.name}.v")
     (run_dir / "fmax_top.v").write_text(wrapper_verilog(unit.top, ports))
     (run_dir / "yosys.ys").write_text(script_text(spec, unit))
@@ -210,17 +230,35 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
              run_dir, "yosys", run_dir / "yosys.log", timeout_s)
     if not (run_dir / "net.json").is_file():
         raise FmaxError(f"yosys wrote no net.json{log_tail(run_dir / 'yosys.log')}")
-    nextpnr_command = [
-        str(_find_tool(spec.nextpnr)), *spec.nextpnr_options,
-        "--json", "net.json", "--report", "report.json", "--log", "nextpnr.log",
-        "--freq", str(TARGET_FREQUENCY_MHZ), "--timing-allow-fail", "--seed", str(SEED),
-        "--quiet",
-    ]
-    _run(nextpnr_command, run_dir, "nextpnr", run_dir / "nextpnr.log", timeout_s)
+    seeds_mhz, resources, timeout = [], {}, None
+    for seed in seeds:
+        report, log = f"report-s{seed}.json", f"nextpnr-s{seed}.log"
+        nextpnr_command = [
+            str(_find_tool(spec.nextpnr)), *spec.nextpnr_options,
+            "--json", "net.json", "--report", report, "--log", log,
+            "--freq", str(TARGET_FREQUENCY_MHZ), "--timing-allow-fail", "--seed", str(seed),
+            "--quiet",
+        ]
+        try:
+            _run(nextpnr_command, run_dir, f"nextpnr (seed {seed})", run_dir / log, timeout_s)
+        except FmaxTimeout as error:
+            # A seed not routed in time counts as the slowest of the seeds (None).
+            timeout = error
+            seeds_mhz.append(None)
+            continue
+        fmax_mhz, seed_resources = read_report(run_dir / report, spec, run_dir / log)
+        seeds_mhz.append(fmax_mhz)
+        resources = resources or seed_resources
     seconds = time.perf_counter() - started
-    fmax_mhz, resources = read_report(run_dir / "report.json", spec, run_dir / "nextpnr.log")
-    return FmaxResult(unit.name, target, fmax_mhz, resources, ports.wrapper_flip_flops,
-                      seconds, run_dir)
+    placed = sorted(mhz for mhz in seeds_mhz if mhz is not None)
+    # The median with the seeds not routed in time below every other: None when they are
+    # half or more.
+    slowest_first = [None] * (len(seeds_mhz) - len(placed)) + placed
+    middle = slowest_first[(len(slowest_first) - 1) // 2:len(slowest_first) // 2 + 1]
+    if timeout is not None and None in middle:
+        raise timeout
+    return FmaxResult(unit.name, target, median(middle), resources,
+                      ports.wrapper_flip_flops, seconds, run_dir, tuple(seeds_mhz))
 
 
 def script_text(spec: FmaxTarget, unit: Unit) -> str:
@@ -254,15 +292,35 @@ def _find_tool(name: str) -> Path:
 
 def _run(command: list[str], cwd: Path, tool: str, log: Path,
          timeout_s: float | None) -> None:
-    try:
-        completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
-                                   timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as timeout:
-        raise FmaxTimeout(f"{tool} timed out after {timeout_s} s{log_tail(log)}") from timeout
-    if completed.returncode != 0:
-        stderr_tail = "\n".join(completed.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
-        raise FmaxError(f"{tool} exited with code {completed.returncode}{log_tail(log)}"
+    """Run one tool step. A nextpnr run whose log shows a bel type over 100 % is stopped
+    there (it would search for a legal placement for a long time before failing) and fails
+    as one that does not fit (:func:`fpga.nextpnr.capacity_shortfall` reads its log)."""
+    started = time.monotonic()
+    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) as process:
+        while True:
+            try:
+                stderr = process.communicate(timeout=CAPACITY_POLL_S)[1]
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                process.kill()
+                process.communicate()
+                raise FmaxTimeout(f"{tool} timed out after {timeout_s} s{log_tail(log)}")
+            if tool.startswith("nextpnr") and log.is_file() and \
+                    over_capacity(log.read_text(errors="replace")):
+                process.kill()
+                process.communicate()
+                raise FmaxError(f"{tool} stopped: the design does not fit{log_tail(log)}")
+    if process.returncode != 0:
+        stderr_tail = "\n".join(stderr.strip().splitlines()[-LOG_TAIL_LINES:])
+        raise FmaxError(f"{tool} exited with code {process.returncode}{log_tail(log)}"
                         f"\nstandard error:\n{stderr_tail}")
+
+
+CAPACITY_POLL_S = 2.0
+"""Seconds between two looks at a running nextpnr's log for a bel type over capacity."""
 
 
 def tool_versions(targets: Sequence[str]) -> list[str]:
@@ -330,12 +388,13 @@ def fmax_job(unit: Unit, target: str, workdir: Path, timeout_s: float | None = N
         write_sources(unit.verilog, sources)
     if devices is None:
         result = fmax_run(unit, target, workdir, timeout_s=timeout_s)
-        return {"fmax_mhz": result.fmax_mhz, "target": target, "resources": result.resources,
+        return {"fmax_mhz": result.fmax_mhz, "seeds_mhz": list(result.seeds_mhz),
+                "target": target, "resources": result.resources,
                 "wrapper_ff": result.wrapper_flip_flops, "seconds": result.seconds}
 
     def key_parts():
         return (*(sources or read_sources(unit.verilog)), unit.top, target,
-                [repr(FMAX_TARGETS[device]) for device in devices], timeout_s,
+                [repr(FMAX_TARGETS[device]) for device in devices], timeout_s, SEEDS,
                 flow_fingerprint("yosys", "wrapper", "fmax", "nextpnr", "tools"))
 
     return cached("fmax", key_parts, cache_dir,
@@ -359,13 +418,15 @@ def _fmax_column(unit: Unit, devices: Sequence[str], workdir: Path,
             return {"timed_out": f"{FMAX_TARGETS[target].device}: a step took over "
                                  f"{timeout_s:g} s", "too_small": too_small}
         except FmaxError:
-            log = workdir / f"{unit.name}-{target}" / "nextpnr.log"
+            log = workdir / f"{unit.name}-{target}" / f"nextpnr-s{SEEDS[0]}.log"
             shortfall = capacity_shortfall(log.read_text(errors="replace")) if log.is_file() else None
             if shortfall is None:
                 raise
             too_small.append({"target": target, "shortfall": shortfall})
             continue
-        return {"fmax_mhz": round(result.fmax_mhz, 2), "target": target,
+        return {"fmax_mhz": round(result.fmax_mhz, 2),
+                "seeds_mhz": [None if mhz is None else round(mhz, 2)
+                              for mhz in result.seeds_mhz], "target": target,
                 "resources": result.resources, "wrapper_ff": result.wrapper_flip_flops,
                 "seconds": round(result.seconds, 1), "too_small": too_small}
     return {"does_not_fit": too_small}
@@ -382,22 +443,29 @@ def fmax_table(units: Sequence[Unit], targets: Sequence[str],
     """Markdown table: one row per (unit, target) run (`fmax_job`'s data); "-" for a resource
     a target lacks."""
     failed = {failure.job for failure in failures}
-    header = ["unit", "params", "target", "Fmax MHz", *RESOURCE_COLUMNS, "wrapper FF"]
+    header = ["unit", "params", "target", "Fmax MHz", "seeds MHz", *RESOURCE_COLUMNS,
+              "wrapper FF"]
     rows = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
     for unit in units:
         params = format_params(unit.params).replace("|", "\\|")
         for target in targets:
             if (unit.name, target) in results:
                 result = results[unit.name, target]
-                values = [f"{result['fmax_mhz']:.1f}",
+                values = [f"{result['fmax_mhz']:.1f}", seeds_text(result),
                           *(str(result["resources"].get(c, "-")) for c in RESOURCE_COLUMNS),
                           str(result["wrapper_ff"])]
             elif (unit.name, target) in failed:
-                values = ["failed", *("-" for _ in RESOURCE_COLUMNS), "-"]
+                values = ["failed", "-", *("-" for _ in RESOURCE_COLUMNS), "-"]
             else:
                 continue
             rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
     return "\n".join(rows)
+
+
+def seeds_text(outcome: dict) -> str:
+    """Each seed's Fmax of an outcome, ``"151.2 / 148.0 / 155.3"`` (``"-"`` if not recorded)."""
+    return " / ".join("timed out" if mhz is None else f"{mhz:.1f}"
+                      for mhz in outcome.get("seeds_mhz", ())) or "-"
 
 
 def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
@@ -406,7 +474,8 @@ def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
     lines = [
         "# Fmax report",
         "",
-        f"{'; '.join(versions)}. Achieved Fmax of `clk` from nextpnr (seed {SEED}, goal "
+        f"{'; '.join(versions)}. Achieved Fmax of `clk` from nextpnr: the median of seeds "
+        f"{', '.join(map(str, SEEDS))} (each seed's figure in `seeds MHz`; goal "
         f"{TARGET_FREQUENCY_MHZ} MHz, timing allowed to fail) with each unit inside a "
         "registered wrapper (scan chain in, registered outputs folded by a pipelined XOR "
         "tree out; see `fpga/fmax.py`). Resources are nextpnr's utilization and include "
@@ -428,7 +497,10 @@ def fmax_csv(units: Sequence[Unit], targets: Sequence[str],
              results: dict[tuple[str, str], dict]) -> str:
     """Long-format CSV: one row per unit x target x metric (failed runs left out)."""
     return long_csv(units, targets, results, lambda result: {
-        "fmax_mhz": f"{result['fmax_mhz']:.2f}", **result["resources"],
+        "fmax_mhz": f"{result['fmax_mhz']:.2f}",
+        **{f"fmax_mhz_seed{seed}": f"{mhz:.2f}"
+           for seed, mhz in zip(SEEDS, result.get("seeds_mhz", ())) if mhz is not None},
+        **result["resources"],
         "wrapper_ff": result["wrapper_ff"]})
 
 

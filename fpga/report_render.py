@@ -8,6 +8,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from fpga.fmax import SEEDS
+
 __all__ = ["AREA_METRICS", "AREA_TARGETS", "FMAX_COLUMNS", "STDCELL_TARGETS", "README_BEGIN", "README_END",
            "main_table", "publish", "ratio_table", "render_csv", "render_markdown",
            "render_readme_section", "replace_readme_section"]
@@ -56,7 +58,13 @@ def _fmax_cell(row: dict, column: str) -> str:
     if "timed_out" in outcome:
         return f"not placed in time ({outcome['timed_out']})"
     suffix = " (85F)" if outcome["target"] == "ecp5-85k" else ""
-    return f"{outcome['fmax_mhz']:.1f}{suffix}"
+    seeds = outcome.get("seeds_mhz", ())
+    placed = [mhz for mhz in seeds if mhz is not None]
+    spread = ""
+    if len(seeds) > 1:
+        lowest = f"{min(placed):.1f}" if len(placed) == len(seeds) else "a seed timed out"
+        spread = f" ({lowest}-{max(placed):.1f})"
+    return f"{outcome['fmax_mhz']:.1f}{spread}{suffix}"
 
 
 def _row_name(row: dict) -> str:
@@ -165,15 +173,26 @@ def ratio_table(data: dict) -> str:
               "ops/cycle, unit / baseline"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(RATIO_COLUMNS) + 1)]
     for row in data["rows"]:
-        base = by_label.get(row["baseline"] or "")
-        if base is None:
-            continue
-        ratios = [_ratio(read(row), read(base)) for _, read in RATIO_COLUMNS]
-        ops = (f"{row['ops_per_cycle']} / {base['ops_per_cycle']}"
-               if row["ops_per_cycle"] and base["ops_per_cycle"] else "n/a")
-        lines.append(f"| {_row_name(row)} / {_row_name(base)} | "
-                     + " | ".join(ratios) + f" | {ops} |")
+        for base in baselines(row, data["rows"], by_label):
+            ratios = [_ratio(read(row), read(base)) for _, read in RATIO_COLUMNS]
+            ops = (f"{row['ops_per_cycle']} / {base['ops_per_cycle']}"
+                   if row["ops_per_cycle"] and base["ops_per_cycle"] else "n/a")
+            lines.append(f"| {_row_name(row)} / {_row_name(base)} | "
+                         + " | ".join(ratios) + f" | {ops} |")
     return "\n".join(lines)
+
+
+def baselines(row: dict, rows: Sequence[dict], by_label: dict) -> list[dict]:
+    """The rows `row` is compared with: its registered baseline's row, then every row that
+    names it in ``baseline_of`` (a label or a list of labels: a second baseline, e.g. the
+    FP16 MAC's other accumulator reading)."""
+    found = [by_label[row["baseline"]]] if row["baseline"] in by_label else []
+    for other in rows:
+        named = other["baseline_of"]
+        named = [named] if isinstance(named, str) else list(named or ())
+        if row["label"] in named and other not in found:
+            found.append(other)
+    return found
 
 
 AREA_AND_FMAX_NOTE = (
@@ -183,7 +202,7 @@ AREA_AND_FMAX_NOTE = (
     "(area / the library's smallest 2-input NAND) and um^2, and a clock estimated from ABC's "
     "critical path of a delay-mapped netlist plus the flip-flop's clock-to-Q and setup; "
     "n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
-    "seed 1, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
+    "the median of seeds 1-3 (the seeds' lowest and highest in brackets), the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
     "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
     "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
     "the unit's `report` rows in `gen/registry.py`). Latency: cycles from an input beat to its result "
@@ -244,6 +263,9 @@ def render_csv(data: dict) -> str:
         for outcome in row["fmax"].values():
             if "fmax_mhz" in outcome:
                 writer.writerow((*head, outcome["target"], "fmax_mhz", outcome["fmax_mhz"]))
+                for seed, mhz in zip(SEEDS, outcome.get("seeds_mhz", ())):
+                    if mhz is not None:
+                        writer.writerow((*head, outcome["target"], f"fmax_mhz_seed{seed}", mhz))
                 for metric, value in outcome["resources"].items():
                     writer.writerow((*head, outcome["target"], f"pnr_{metric}", value))
     return buffer.getvalue()

@@ -330,7 +330,8 @@ def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> Sw
             progress.advance(f"{label}={value} {target}: {outcome['seconds']:.1f} s")
         else:
             point.fmax[target] = {key: result[key]
-                                  for key in ("fmax_mhz", "resources", "wrapper_ff")}
+                                  for key in ("fmax_mhz", "seeds_mhz", "resources", "wrapper_ff")
+                                  if key in result}
             progress.advance(f"{label}={value} {target} Fmax: {result['fmax_mhz']:.1f} MHz "
                              f"({outcome['seconds']:.1f} s)")
     return SweepResult(plan, [points[value] for value in plan.values],

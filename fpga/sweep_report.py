@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from fpga.area import format_params
+from fpga.fmax import SEEDS
 from fpga.yosys import TARGETS
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ CSV_COLUMNS = ("unit", "param", "param_value", "target", "metric", "value")
 
 def _fmax_metrics(run: dict) -> dict:
     return {"fmax_mhz": f"{run['fmax_mhz']:.2f}",
+            **{f"fmax_mhz_seed{seed}": f"{mhz:.2f}"
+               for seed, mhz in zip(SEEDS, run.get("seeds_mhz", ())) if mhz is not None},
             **{f"pnr_{name}": count for name, count in run["resources"].items()},
             "pnr_wrapper_ff": run["wrapper_ff"]}
 

@@ -41,8 +41,9 @@ class ReportConfig:
         Named configuration of the unit, or None for the defaults.
     overrides : tuple of (str, value)
         Parameters set on top of the configuration.
-    baseline_of : str or None
-        Label of the report row (``unit@config``) this row is a second baseline of.
+    baseline_of : str, tuple of str or None
+        Label(s) of the report row(s) (``unit@config``) this row is a second baseline of
+        (the report's ratio table compares them with it too).
     fmax : bool
         Whether to place and route the row (False: area only, the reason given where the row
         is listed).
@@ -50,7 +51,7 @@ class ReportConfig:
 
     config: str | None = None
     overrides: tuple = ()
-    baseline_of: str | None = None
+    baseline_of: str | tuple[str, ...] | None = None
     fmax: bool = True
 
 
@@ -173,8 +174,9 @@ UNITS = {
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
                 # W4A3 (KLLM-A3): 3-bit activation + 4-bit weight indices.
                 "kllm-a3": {"n_inputs": 16, "idx_bits": 7, "mode": "kk", "max_len": 4096},
-                # W3A3: 6-bit concatenated indices (issue 3's second area configuration).
-                "kllm-w3a3": {"n_inputs": 16, "idx_bits": 6, "mode": "kk", "max_len": 4096},
+                # Not a KLLM configuration (KLLM-A3 is W4A3): 3-bit x 3-bit indices, 64 bins,
+                # the smallest kk counter at K = 4096, for benches and studies.
+                "w3a3-64bins": {"n_inputs": 16, "idx_bits": 6, "mode": "kk", "max_len": 4096},
                 # Integer x K-Means (attention scores x V, Fig. 3(b)): V's 4-bit K-Means indices,
                 # 4-bit integer scores as "+n" weights.
                 "kllm-ik-a4": {"n_inputs": 16, "idx_bits": 4, "mode": "ik", "weight_bits": 4,
@@ -183,11 +185,9 @@ UNITS = {
             testbench="verif.tb_kllm_idx_counter",
             golden="golden.beats:kllm_idx_counter",
             doc="docs/units/kllm_idx_counter.md",
-            # The 256-bin KLLM-A4 counter maps to about 30,000 LUT4s: beyond the UP5K and the
-            # ECP5 25F, and nextpnr's router had not converged on the 85F after 8 minutes (over
-            # 100,000 routing iterations), so it gets area only; the 64-bin W3A3 counter is
-            # placed instead.
-            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3")),
+            # KLLM's two configurations (Table I: 16-input counters; W4A4 and W4A3); a design
+            # beyond the ECP5 25F is placed on the 85F.
+            report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3")),
             benchmark="verif.benchmarks:counter_table",
             result="index",
             rate=lambda p: p["n_inputs"],
@@ -204,8 +204,8 @@ UNITS = {
                 "kllm-a4": {"a_bits": 4, "b_bits": 4, "mode": "kk"},
                 # W4A3 (KLLM-A3).
                 "kllm-a3": {"a_bits": 3, "b_bits": 4, "mode": "kk"},
-                # W3A3: 64 bins, the configuration that fits the ECP5 25F for Fmax.
-                "kllm-w3a3": {"a_bits": 3, "b_bits": 3, "mode": "kk"},
+                # Not a KLLM configuration (KLLM-A3 is W4A3): 3-bit x 3-bit indices, 64 bins.
+                "w3a3-64bins": {"a_bits": 3, "b_bits": 3, "mode": "kk"},
                 # Integer x K-Means (attention scores x V, Fig. 3(b)): 4-bit activation
                 # indices, 4-bit integer weights.
                 "kllm-ik-a4": {"a_bits": 4, "mode": "ik", "weight_bits": 4},
@@ -213,11 +213,8 @@ UNITS = {
             testbench="verif.tb_kllm_column",
             golden="golden.beats:kllm_column",
             doc="docs/units/kllm_column.md",
-            # The 256-bin column holds the 256-bin counter (about 30,000 LUT4s, beyond the
-            # ECP5 25F; see kllm_idx_counter): area only. The 64-bin W3A3 column and the
-            # 16-bin Integer x K-Means column are placed.
-            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3"),
-                    ReportConfig("kllm-ik-a4")),
+            # KLLM's configurations: W4A4 and W4A3 K-Means x K-Means, W4A4 Integer x K-Means.
+            report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3"), ReportConfig("kllm-ik-a4")),
             summary="KLLM index-based MatMul column: Concat, counter, FP32 codebook weighted sum",
             result="MAC",
             rate=lambda p: p["n_inputs"],
@@ -373,10 +370,20 @@ UNITS = {
         UnitSpec(
             name="fp16_mac",
             factory="hdl.fp16_mac:Fp16Mac",
-            defaults={"pipeline": 2},
+            defaults={"pipeline": 2, "acc": "fp32"},
+            configs={
+                # SPEC 5's second reading (the papers do not say which accumulator their
+                # "FP16 MAC" has): binary16 accumulator, product rounded to binary16.
+                "fp16-acc": {"acc": "fp16"},
+            },
             testbench="verif.tb_fp16_mac",
             golden="golden.beats:fp16_mac",
             doc="docs/units/fp16_mac.md",
+            # The other reading of "an FP16 MAC" beside the FP32-accumulating one (the derived
+            # baseline of these rows): the ratio table shows both.
+            report=(ReportConfig("fp16-acc", baseline_of=(
+                "p3_pe@p3-pcu-pe", "kllm_column@kllm-a4", "kllm_column@kllm-a3",
+                "kllm_column@kllm-ik-a4")),),
             result="MAC",
             rate=lambda p: 1,
             summary="Baseline for p3_pe: FP16 x FP16 multiply, FP32 accumulate (HBM-PIM style)",

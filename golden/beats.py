@@ -525,7 +525,8 @@ def _fp16_mac_stimulus(rng, p, count):
 
 def _fp16_mac_expected(p, inputs):
     i = inputs["i"]
-    acc = fp16_mac_run(i["a"], i["b"], i["first"], i["last"])
+    # The accumulator format (absent from parameters of before ``acc`` existed: binary32).
+    acc = fp16_mac_run(i["a"], i["b"], i["first"], i["last"], acc=p.get("acc", "fp32"))
     return {"o": {"acc": np.asarray(acc, np.int64)}}
 
 
@@ -536,7 +537,9 @@ def _fp32_equal(got, want):
 fp16_mac = BeatModel("fp16_mac", _fp16_mac_stimulus, _fp16_mac_expected,
                      equal={"acc": _fp32_equal})
 """SPEC 5 (baseline): one binary32 pattern per ``last``; ``acc`` compares NaN to any NaN
-(:func:`golden.fp16_mac.fp32_match`)."""
+(:func:`golden.fp16_mac.fp32_match`). With the parameter ``acc="fp16"`` (SPEC 5's second
+reading) one binary16 pattern per ``last``, every NaN the canonical 0x7E00: the same comparison
+is then bit for bit (no 16-bit pattern is a binary32 NaN)."""
 
 
 # --------------------------------------------------------------------------- fp16_pcu

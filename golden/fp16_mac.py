@@ -29,12 +29,24 @@ Readings that follow from the number ranges (documented in docs/units/fp16_mac.m
   infinity. Infinities come only from infinite operands.
 * The accumulator starts at +0.0 and ``(+0) + (-0) = +0`` under round to nearest, so the result
   -0.0 cannot occur either.
+
+Second reading, ``acc="fp16"`` (SPEC section 5: the papers do not say which accumulator their
+"FP16 MAC" has): a binary16 accumulator, per beat ``acc = fp16(acc + fp16(a * b))``, the product
+rounded to binary16 and the sum rounded to binary16, each to nearest, ties to even, exactly
+NumPy float16 ``acc = acc + a * b``. NumPy evaluates a float16 operation in float32 and rounds
+the result to float16; that is correctly rounded (the float32 product of two binary16 numbers
+is exact, and float32's 24 bits are at least 2 x 11 + 2, so rounding a float32 sum to binary16
+again gives the correctly rounded sum), so the model computes with NumPy ``float16`` arithmetic
+only. Here products and sums can be binary16 subnormals, round to zero, and overflow to
+infinity (at 65520 and above). The output patterns are 16 bits, every NaN given as the canonical
+:data:`CANONICAL_NAN_FP16` (0x7E00): the unit's documented NaN, so that results compare bit for
+bit (:func:`fp32_match` on 16-bit patterns is equality: none is a binary32 NaN).
 """
 
 import numpy as np
 
-__all__ = ["CANONICAL_NAN", "fp16_mac_run", "fp16_products", "fp32_is_nan", "fp32_match",
-           "canonical_nan"]
+__all__ = ["ACC_FORMATS", "CANONICAL_NAN", "CANONICAL_NAN_FP16", "fp16_mac_run",
+           "fp16_products", "fp16_is_nan", "fp32_is_nan", "fp32_match", "canonical_nan"]
 
 #: Runs (``first`` to next ``first``) up to this length are summed side by side, longer ones
 #: one at a time: either way strictly left to right.
@@ -42,6 +54,12 @@ SHORT_RUN = 64
 
 #: The quiet NaN the RTL emits for every NaN result (sign 0, exponent 255, fraction MSB set).
 CANONICAL_NAN = 0x7FC0_0000
+
+#: The binary16 quiet NaN of the ``acc="fp16"`` reading (sign 0, exponent 31, fraction MSB set).
+CANONICAL_NAN_FP16 = 0x7E00
+
+#: Accumulator formats (``acc``) and their NumPy types.
+ACC_FORMATS = {"fp32": np.float32, "fp16": np.float16}
 
 
 def _bit_array(name, values, width):
@@ -59,27 +77,40 @@ def _bit_array(name, values, width):
     return array
 
 
-def fp16_products(a_bits, b_bits):
-    """Return ``fp32(a) * fp32(b)`` as a ``float32`` array (exact: no rounding happens).
+def fp16_products(a_bits, b_bits, *, acc="fp32"):
+    """Return ``fp32(a) * fp32(b)`` as a ``float32`` array (exact: no rounding happens), or for
+    ``acc="fp16"`` ``fp16(a * b)`` as a ``float16`` array (rounded to nearest even).
 
     Parameters
     ----------
     a_bits, b_bits : array of int
         binary16 bit patterns (0..0xFFFF), one per beat.
+    acc : str
+        ``"fp32"`` or ``"fp16"``, the reading (see the module docstring).
     """
+    kind = _acc_type(acc)
     a = _bit_array("a_bits", a_bits, 16)
     b = _bit_array("b_bits", b_bits, 16)
     if a.shape != b.shape:
         raise ValueError(f"a_bits and b_bits must have the same length, not {a.size} "
                          f"and {b.size}")
-    a32 = a.astype(np.uint16).view(np.float16).astype(np.float32)
-    b32 = b.astype(np.uint16).view(np.float16).astype(np.float32)
-    with np.errstate(invalid="ignore"):  # 0 * inf = NaN is the IEEE answer, not an error
+    a32 = a.astype(np.uint16).view(np.float16).astype(kind)
+    b32 = b.astype(np.uint16).view(np.float16).astype(kind)
+    # 0 * inf = NaN is the IEEE answer, not an error; so are overflow and underflow in float16.
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
         return a32 * b32
 
 
-def fp16_mac_run(a_bits, b_bits, first, last):
-    """Run the MAC over a stream of beats; return the FP32 bit patterns emitted.
+def _acc_type(acc):
+    """The NumPy type of accumulator format ``acc``, or raise."""
+    if acc not in ACC_FORMATS:
+        raise ValueError(f"acc must be one of {', '.join(map(repr, ACC_FORMATS))}, not {acc!r}")
+    return ACC_FORMATS[acc]
+
+
+def fp16_mac_run(a_bits, b_bits, first, last, *, acc="fp32"):
+    """Run the MAC over a stream of beats; return the FP32 bit patterns emitted (binary16 ones
+    for ``acc="fp16"``).
 
     Parameters
     ----------
@@ -89,53 +120,71 @@ def fp16_mac_run(a_bits, b_bits, first, last):
         Clear the accumulator to +0.0 before this beat.
     last : array of int (0/1)
         Emit the accumulator after this beat.
+    acc : str
+        ``"fp32"`` (default): binary32 accumulation of exact products; ``"fp16"``: the
+        binary16 reading (see the module docstring).
 
     Returns
     -------
-    numpy.ndarray of uint32
-        One binary32 bit pattern per beat with ``last``, in order. NaN payloads are NumPy's
-        (host-dependent): compare with :func:`fp32_match`.
+    numpy.ndarray of uint32 (uint16 for ``acc="fp16"``)
+        One bit pattern per beat with ``last``, in order. binary32 NaN payloads are NumPy's
+        (host-dependent): compare with :func:`fp32_match`; binary16 NaNs are
+        :data:`CANONICAL_NAN_FP16`.
 
     Raises
     ------
     TypeError, ValueError
-        If an argument is not an integer array of the right range or length.
+        If an argument is not an integer array of the right range or length, or ``acc`` is
+        not a format of :data:`ACC_FORMATS`.
     """
-    products = fp16_products(a_bits, b_bits)
+    kind = _acc_type(acc)
+    products = fp16_products(a_bits, b_bits, acc=acc)
     first = _bit_array("first", first, 1).astype(bool)
     last = _bit_array("last", last, 1).astype(bool)
     if not products.size == first.size == last.size:
         raise ValueError(f"a_bits, first and last must have the same length, not "
                          f"{products.size}, {first.size} and {last.size}")
-    acc = np.empty_like(products)
+    sums = np.empty_like(products)
     # The accumulator restarts from +0.0 at reset (beat 0) and at every `first`. Each run from
-    # one restart to the next is a strictly sequential sum, one float32 rounding per addition,
-    # beginning with (+0) + p as in the hardware ((+0) + (-0) = +0).
+    # one restart to the next is a strictly sequential sum, one rounding per addition (float32,
+    # or float16), beginning with (+0) + p as in the hardware ((+0) + (-0) = +0).
     starts = np.union1d([0], np.flatnonzero(first)) if products.size else np.array([], int)
     lengths = np.diff(np.append(starts, products.size))
-    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN results are IEEE answers
+    # inf and NaN results are IEEE answers
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         # Short runs, all at once: step k adds the k-th product of every run longer than k.
         short = lengths <= SHORT_RUN
         run_starts, run_lengths = starts[short], lengths[short]
-        previous = np.zeros(run_starts.size, dtype=np.float32)
+        previous = np.zeros(run_starts.size, dtype=kind)
         for k in range(int(run_lengths.max(initial=0))):
             alive = run_lengths > k
             run_starts, run_lengths = run_starts[alive], run_lengths[alive]
             index = run_starts + k
             previous = previous[alive] + products[index]
-            acc[index] = previous
-        # Long runs one by one; np.add.accumulate adds left to right (never pairwise).
-        zero = np.zeros(1, dtype=np.float32)
+            sums[index] = previous
+        # Long runs one by one; np.add.accumulate adds left to right (never pairwise), each
+        # float16 step rounded to float16 (tests/test_fp16_mac_half.py checks it against the
+        # exact reference on long runs).
+        zero = np.zeros(1, dtype=kind)
         for start, length in zip(starts[~short].tolist(), lengths[~short].tolist()):
             run = np.concatenate((zero, products[start:start + length]))
-            acc[start:start + length] = np.add.accumulate(run, dtype=np.float32)[1:]
-    return acc[last].view(np.uint32)
+            sums[start:start + length] = np.add.accumulate(run, dtype=kind)[1:]
+    if kind is np.float16:
+        bits = sums[last].view(np.uint16)
+        return np.where(fp16_is_nan(bits), CANONICAL_NAN_FP16, bits).astype(np.uint16)
+    return sums[last].view(np.uint32)
 
 
 def fp32_is_nan(bits):
     """True where the binary32 pattern is a NaN (exponent all ones, fraction non-zero)."""
     bits = np.asarray(bits, dtype=np.int64)
     return ((bits >> 23) & 0xFF == 0xFF) & (bits & 0x7F_FFFF != 0)
+
+
+def fp16_is_nan(bits):
+    """True where the binary16 pattern is a NaN (exponent all ones, fraction non-zero)."""
+    bits = np.asarray(bits, dtype=np.int64)
+    return ((bits >> 10) & 0x1F == 0x1F) & (bits & 0x3FF != 0)
 
 
 def fp32_match(got, want):

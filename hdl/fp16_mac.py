@@ -1,8 +1,10 @@
-"""FP16 x FP16 multiply, FP32 accumulate: the HBM-PIM style MAC (SPEC sections 0 and 5).
+"""FP16 x FP16 multiply, FP32 accumulate: the HBM-PIM style MAC (SPEC sections 0 and 5), and
+its second reading with a binary16 accumulator (``acc="fp16"``).
 
 The unit and its pipeline are here; the stage layouts and the binary16 input pieces are in
 :mod:`hdl.fp16_mac_formats`, the accumulation loop's binary32 adder in
-:mod:`hdl.fp16_mac_accumulator`.
+:mod:`hdl.fp16_mac_accumulator`, the binary16 reading's product rounding and loop in
+:mod:`hdl.fp16_mac_half`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
@@ -10,14 +12,18 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fp16_mac_accumulator import accumulate
-from .fp16_mac_formats import (ACC_LAYOUT, ALIGN_LAYOUT, CANONICAL_NAN, FP16_UNPACKED_LAYOUT,
-                               FP32_LAYOUT, OPERANDS_LAYOUT, PRODUCT_LAYOUT, RAW_PRODUCT_LAYOUT,
-                               leading_zeros, normalize_fp16, unpack_fp16)
+from .fp16_mac_formats import (ACC_FORMATS, ACC_LAYOUT, ALIGN_LAYOUT, CANONICAL_NAN,
+                               CANONICAL_NAN_FP16, FP16_UNPACKED_LAYOUT, FP32_LAYOUT, HALF_LAYOUT,
+                               HALF_PRODUCT_LAYOUT, HALF_RAW_PRODUCT_LAYOUT, OPERANDS_LAYOUT,
+                               PRODUCT_LAYOUT, RAW_PRODUCT_LAYOUT, leading_zeros, normalize_fp16,
+                               unpack_fp16)
+from .fp16_mac_half import accumulate_half, multiply_half, pack_half, round_product
+from .params import check_choice
 from .stream_stage import StallPipeline, check_pipeline
 
-__all__ = ["Fp16Mac", "CANONICAL_NAN", "FP32_LAYOUT", "FP16_UNPACKED_LAYOUT", "OPERANDS_LAYOUT",
-           "RAW_PRODUCT_LAYOUT", "PRODUCT_LAYOUT", "ACC_LAYOUT", "ALIGN_LAYOUT", "unpack_fp16",
-           "normalize_fp16", "leading_zeros"]
+__all__ = ["Fp16Mac", "ACC_FORMATS", "CANONICAL_NAN", "CANONICAL_NAN_FP16", "FP32_LAYOUT",
+           "FP16_UNPACKED_LAYOUT", "OPERANDS_LAYOUT", "RAW_PRODUCT_LAYOUT", "PRODUCT_LAYOUT",
+           "ACC_LAYOUT", "ALIGN_LAYOUT", "unpack_fp16", "normalize_fp16", "leading_zeros"]
 
 #: binary32 exponent bias minus the two binary16 biases, plus one because the normalized
 #: 22-bit product has its leading one at bit 21, i.e. 1.f x 2^(ea + eb - 30 + 1).
@@ -39,7 +45,8 @@ def _pack(m, state, *, name):
 
 
 class Fp16Mac(wiring.Component):
-    """FP16 x FP16 multiply with FP32 accumulate, one MAC per cycle.
+    """FP16 x FP16 multiply with FP32 accumulate (or, ``acc="fp16"``, FP16 accumulate), one MAC
+    per cycle.
 
     The area baseline for the P3-LLM PE (``p3_pe``): P3-LLM Table VIII normalizes every PE to
     "an FP16 MAC", the processing element of HBM-PIM [42], whose PIM units multiply binary16
@@ -96,6 +103,32 @@ class Fp16Mac(wiring.Component):
     and the output register was measured not to change Fmax (docs/units/fp16_mac.md) and is
     not offered.
 
+    Second reading, ``acc="fp16"`` (SPEC section 5: the papers do not say which accumulator
+    their "FP16 MAC" has): a binary16 accumulator, and per beat
+
+    ``acc = fp16(acc + fp16(a * b))``
+
+    the product rounded once to binary16, then the sum rounded once to binary16, each to
+    nearest, ties to even: NumPy float16 ``acc = acc + a * b``, two roundings per beat (as a
+    binary16 multiplier followed by a binary16 adder; not a fused multiply-add). Unlike the
+    binary32 reading, both roundings can leave the normal range: a product or a sum below
+    2^-14 is a binary16 subnormal (rounded, no flush to zero), a product below 2^-25 rounds to
+    a zero of its sign, and a product or sum that rounds to 2^16 or more overflows to an
+    infinity of its sign (round to nearest overflows to infinity: 65520 and above). ``first``
+    starts from +0.0 as above (``+0 + -0 = +0``: a product that underflows to -0 leaves +0); a
+    NaN operand, ``0 * inf`` and ``inf - inf`` give NaN. Every NaN result is the one pattern
+    0x7E00 (:data:`CANONICAL_NAN_FP16`). The steps are the same as above with a binary16 back
+    end (:mod:`hdl.fp16_mac_half`): the multiplier gives the product's binary16 exponent, the
+    product step rounds the product to binary16 (subnormal shift, sticky bit, overflow), and
+    the loop is a one-path binary16 adder with a subnormal-result limit on its normalization
+    shift and an overflow check, the classes (NaN, infinity, zero operands, ``first``)
+    selected at its end from flags (:func:`hdl.fp16_mac_half.accumulate_half`); the
+    accumulator register holds the binary16 number taken apart (no exponent comparison
+    register). ``pipeline`` places the same registers as above, and the latency is the same.
+    Why two roundings and not one (a fused multiply-add): SPEC section 5 fixes this reading
+    (NumPy float16 ``acc + a * b``), the arithmetic of a binary16 multiplier feeding a binary16
+    adder.
+
     Members
     -------
     i : ``In(stream.Signature(in_layout))``
@@ -104,12 +137,15 @@ class Fp16Mac(wiring.Component):
         the accumulator after this beat).
     o : ``Out(stream.Signature(out_layout))``
         Output stream, one beat per input beat with ``last``; payload field ``acc`` (32,
-        binary32 bits).
+        binary32 bits; with ``acc="fp16"`` 16, binary16 bits).
 
     Parameters
     ----------
     pipeline : int
         Register stages, 0..2 (see above). Default 2.
+    acc : str
+        Accumulator format, one of :data:`ACC_FORMATS`: ``"fp32"`` (default, binary32
+        accumulation of exact products) or ``"fp16"`` (the second reading above).
 
     Attributes
     ----------
@@ -120,7 +156,8 @@ class Fp16Mac(wiring.Component):
     Raises
     ------
     TypeError, ValueError
-        If ``pipeline`` is not an integer in 0..2.
+        If ``pipeline`` is not an integer in 0..2, or ``acc`` not one of ``"fp32"``,
+        ``"fp16"``.
 
     The accumulator is +0.0 after reset and keeps its value across a ``last`` unless the next
     beat has ``first``. Latency and throughput: one beat per cycle (also with ``last`` on every
@@ -133,13 +170,14 @@ class Fp16Mac(wiring.Component):
     #: Largest ``pipeline`` value.
     MAX_PIPELINE = 2
 
-    def __init__(self, *, pipeline=2):
+    def __init__(self, *, pipeline=2, acc="fp32"):
         self.pipeline = check_pipeline(pipeline, max_value=self.MAX_PIPELINE)
+        self.acc = check_choice("acc", acc, ACC_FORMATS)
         self.latency = 2 + self.pipeline
         self.in_layout = data.StructLayout({
             "a": unsigned(16), "b": unsigned(16), "first": unsigned(1), "last": unsigned(1),
         })
-        self.out_layout = data.StructLayout({"acc": unsigned(32)})
+        self.out_layout = data.StructLayout({"acc": unsigned(16 if acc == "fp16" else 32)})
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -147,12 +185,18 @@ class Fp16Mac(wiring.Component):
 
     @property
     def flip_flops(self):
-        """Flip-flops of the design: stage registers, the loop's registers (accumulator and
-        exponent comparison), the output register and the valid chain."""
-        count = PRODUCT_LAYOUT.size + ACC_LAYOUT.size + ALIGN_LAYOUT.size + FP32_LAYOUT.size
+        """Flip-flops of the design: stage registers, the loop's registers (accumulator and,
+        for binary32, exponent comparison), the output register and the valid chain."""
+        if self.acc == "fp16":
+            count = HALF_PRODUCT_LAYOUT.size + HALF_LAYOUT.size + 16
+            raw_size = HALF_RAW_PRODUCT_LAYOUT.size
+        else:
+            count = (PRODUCT_LAYOUT.size + ACC_LAYOUT.size + ALIGN_LAYOUT.size
+                     + FP32_LAYOUT.size)
+            raw_size = RAW_PRODUCT_LAYOUT.size
         front = 0
         if self.pipeline >= 1:
-            count += RAW_PRODUCT_LAYOUT.size
+            count += raw_size
             front += 1
         if self.pipeline >= 2:
             count += OPERANDS_LAYOUT.size
@@ -185,6 +229,9 @@ class Fp16Mac(wiring.Component):
             operands_next.first.eq(self.i.payload.first),
         ]
         operands = pipe.stage(operands_next, name="operands", enable=cut_before_mul)
+        if self.acc == "fp16":
+            self._elaborate_half(m, pipe, operands, cut_after_mul, cut_before_mul)
+            return m
 
         # --- multiplier ----------------------------------------------------------------------
         raw_next = Signal(RAW_PRODUCT_LAYOUT, name="raw_product_next")
@@ -226,3 +273,18 @@ class Fp16Mac(wiring.Component):
         out = pipe.stage(_pack(m, acc_next, name="out_next"), name="out_reg")
         m.d.comb += self.o.payload.acc.eq(out)
         return m
+
+    def _elaborate_half(self, m, pipe, operands, cut_after_mul, cut_before_mul):
+        """The binary16 reading's steps after the multiplier's operands (see the class
+        docstring): multiplier, product rounding, the binary16 loop, the output."""
+        raw = pipe.stage(multiply_half(m, operands), name="raw_product", enable=cut_after_mul)
+        product_next = round_product(m, raw)
+        product = pipe.stage(product_next, name="product")
+        product_stage = int(cut_before_mul) + int(cut_after_mul)
+
+        acc = Signal(HALF_LAYOUT, name="acc", init={"exp": 1, "zero": 1})  # +0.0 after reset
+        acc_next = accumulate_half(m, acc, product)
+        with m.If(pipe.ce & pipe.beat[product_stage]):
+            m.d.sync += acc.eq(acc_next)
+        out = pipe.stage(pack_half(m, acc_next, name="out_next"), name="out_reg")
+        m.d.comb += self.o.payload.acc.eq(out)

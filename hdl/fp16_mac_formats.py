@@ -1,12 +1,14 @@
 """Number formats of the FP16 MAC (:class:`hdl.fp16_mac.Fp16Mac`): the bit layouts of its
-stage registers and the binary16 pieces of its input step (unpack, normalize, leading zeros)."""
+stage registers (binary32 accumulation, and the ``acc="fp16"`` reading's binary16 ones) and the
+binary16 pieces of its input step (unpack, normalize, leading zeros)."""
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 from amaranth.lib import data
 
 __all__ = ["CANONICAL_NAN", "FP32_LAYOUT", "FP16_UNPACKED_LAYOUT", "OPERANDS_LAYOUT",
-           "RAW_PRODUCT_LAYOUT", "PRODUCT_LAYOUT", "ACC_LAYOUT", "ALIGN_LAYOUT", "unpack_fp16",
-           "normalize_fp16", "leading_zeros"]
+           "RAW_PRODUCT_LAYOUT", "PRODUCT_LAYOUT", "ACC_LAYOUT", "ALIGN_LAYOUT",
+           "ACC_FORMATS", "CANONICAL_NAN_FP16", "HALF_RAW_PRODUCT_LAYOUT", "HALF_LAYOUT",
+           "HALF_PRODUCT_LAYOUT", "unpack_fp16", "normalize_fp16", "leading_zeros"]
 
 #: A binary32 number as sent on ``o``.
 FP32_LAYOUT = data.StructLayout({"frac": 23, "exp": 8, "sign": 1})
@@ -60,6 +62,35 @@ ALIGN_LAYOUT = data.StructLayout({
 
 #: The one NaN the unit emits: quiet, positive, payload 0 (0x7FC00000).
 CANONICAL_NAN = 0x7FC0_0000
+
+# --- the binary16 accumulator (``acc="fp16"``) --------------------------------------------------
+
+#: Accumulator formats of the unit (its ``acc`` parameter), the default first.
+ACC_FORMATS = ("fp32", "fp16")
+
+#: The one binary16 NaN the unit emits with ``acc="fp16"``: quiet, positive, payload 0.
+CANONICAL_NAN_FP16 = 0x7E00
+
+#: The multiplier's result for the binary16 reading (register after the multiplier): the 22-bit
+#: significand product (leading one at bit 21 or 20) and ``exp = e_a + e_b - 15``, the biased
+#: binary16 exponent of the product if its leading one is at bit 20 (one more at bit 21), which
+#: may lie outside 1..30 (``value = sig * 2^(exp - 35)``).
+HALF_RAW_PRODUCT_LAYOUT = data.StructLayout({
+    "sig": 22, "exp": signed(8), "sign": 1, **_CLASS_FIELDS, "first": 1,
+})
+
+#: A binary16 number in the loop: ``value = sig * 2^(exp - 25)`` with ``exp`` 1..30, bit 10 of
+#: ``sig`` set for a normal number; subnormals and zero have ``exp = 1`` (zero: ``sig = 0``, so
+#: that its bit pattern is ``((exp - 1) << 10) + sig`` as for every finite value). The class is
+#: in flags: ``zero`` (beside ``sig = 0``: the loop selects on it without decoding ``sig``),
+#: ``inf`` and ``nan`` (``sig`` and ``exp`` then unused). This is the accumulator register
+#: (reset: +0.0).
+HALF_LAYOUT = data.StructLayout({"sig": 11, "exp": 5, "sign": 1, **_CLASS_FIELDS})
+
+#: The product rounded to binary16, the register in front of the loop: :data:`HALF_LAYOUT` and
+#: the stream's ``first``.
+HALF_PRODUCT_LAYOUT = data.StructLayout({"sig": 11, "exp": 5, "sign": 1, **_CLASS_FIELDS,
+                                         "first": 1})
 
 
 def unpack_fp16(m, bits, *, name):

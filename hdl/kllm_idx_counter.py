@@ -26,8 +26,8 @@ PIPELINE_CUTS = {
     3: ("accumulate", "readout", "partial", "decode"),
 }
 MAX_PIPELINE = max(PIPELINE_CUTS)
-#: The depth that closes timing (>= 150 MHz on ECP5-25F at ``kllm-w3a3``; Timing section of
-#: docs/units/kllm_idx_counter.md).
+#: The depth that closes timing (>= 150 MHz on ECP5 at ``kllm-a3``, the median of three
+#: placement seeds; Timing section of docs/units/kllm_idx_counter.md).
 DEFAULT_PIPELINE = 3
 
 #: Widest bin counter the unit builds (the ``count`` field of the output stream).
@@ -249,10 +249,15 @@ class KllmIdxCounter(wiring.Component):
         # from `bank_free` through the front's enable to kllm_column's buffer, 136 MHz).
         bank_held = Signal(name="bank_held")
         pipelined = self.banks > 1 and "readout" in cuts
+        # With the pipelined banks the front's clock enable (thousands of flip-flops: the
+        # stages, the accumulators) is itself a flip-flop, computed one cycle ahead from the
+        # banks' control (`pipelined_banks`); measured on ECP5 at 128 bins, the gate in front
+        # of it cost a second long route (`bank_free` -> gate -> every enable, 134 MHz).
         front = StallPipeline(m, self.i, contrib, latency=self.front_stages,
                               emit=self.i.payload.last, name="front",
                               hold=busy if self.banks == 1 else None,
-                              o_ready_copy=~bank_held if pipelined else None)
+                              o_ready_copy=~bank_held if pipelined else None,
+                              registered_ce=pipelined)
         # Bubbles (i.valid low) enter with an all-zero mask.
         mask = Mux(self.i.valid, self.i.payload.mask, 0)
         # The four blocks of the paper's counter (the accumulation lives in the bins). With
@@ -381,7 +386,8 @@ class KllmIdxCounter(wiring.Component):
         if self.banks == 1:
             single_bank(self, rd, front, contrib, parts, source, busy)
         elif pipelined:
-            pipelined_banks(self, rd, front, contrib, parts, source, busy, bank_held)
+            pipelined_banks(self, rd, front, contrib, parts, source, busy, bank_held,
+                            platform)
         else:
             direct_banks(self, rd, front, contrib, parts, source, busy)
         return m

@@ -262,11 +262,21 @@ class StallPipeline:
         ``i.ready`` is then ``~o.valid | o_ready_copy`` (without ``hold``), a gate of its own
         instead of the ``ce`` net, so that the producer's enable does not wait on the route
         of a clock enable that fans out to every stage.
+    registered_ce : bool
+        ``ce`` is a flip-flop (reset high) loading :attr:`ce_next`, which the caller drives
+        with the value ``~o.valid | o.ready`` takes in the next cycle (computed from the next
+        state of the flip-flops behind ``o.valid`` and ``o.ready``), so that the clock enable
+        of every stage leaves a register instead of a gate. Not with ``hold``. The caller's
+        proof asserts ``ce == advance``.
 
     Members
     -------
     ce : Signal
         Clock enable of every stage.
+    advance : Value
+        ``~o.valid | o.ready`` (``& ~hold`` with ``hold``): what ``ce`` equals in every cycle.
+    ce_next : Signal
+        With ``registered_ce`` only: the input of the ``ce`` flip-flop.
     load : Value
         A beat transfers on ``i`` (``i.valid & ce``).
     valid : list of Signal
@@ -277,20 +287,23 @@ class StallPipeline:
     """
 
     def __init__(self, m, i, o, *, latency, emit=None, name="pipe", hold=None,
-                 o_ready_copy=None):
+                 o_ready_copy=None, registered_ce=False):
         if latency < 1:
             raise ValueError(f"latency must be at least 1, not {latency!r}")
-        if hold is not None and o_ready_copy is not None:
-            raise ValueError("o_ready_copy is for a pipeline without hold")
+        if hold is not None and (o_ready_copy is not None or registered_ce):
+            raise ValueError("o_ready_copy and registered_ce are for a pipeline without hold")
         self.m = m
         self.latency = latency
-        self.ce = Signal(name=f"{name}_ce")
+        self.advance = ~o.valid | o.ready if hold is None else (~o.valid | o.ready) & ~hold
+        if registered_ce:
+            self.ce = Signal(name=f"{name}_ce", init=1)
+            self.ce_next = Signal(name=f"{name}_ce_next")
+            m.d.sync += self.ce.eq(self.ce_next)
+        else:
+            self.ce = Signal(name=f"{name}_ce")
+            m.d.comb += self.ce.eq(self.advance)
         self.load = i.valid & self.ce
-        advance = ~o.valid | o.ready
-        m.d.comb += [
-            self.ce.eq(advance if hold is None else advance & ~hold),
-            i.ready.eq(self.ce if o_ready_copy is None else ~o.valid | o_ready_copy),
-        ]
+        m.d.comb += i.ready.eq(self.ce if o_ready_copy is None else ~o.valid | o_ready_copy)
         self.beat = [Signal(name=f"{name}_beat{k}") for k in range(latency)]
         if emit is None:
             self.valid = self.beat

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fpga.fmax import FMAX_TARGETS, FmaxError, main, read_report
+from fpga.fmax import FMAX_TARGETS, SEEDS, FmaxError, main, median, read_report
 from fpga.wrapper import (
     WrapperPorts,
     check_ports_against_verilog,
@@ -152,7 +152,23 @@ def test_fmax_command_on_ice40(tmp_path, capsys):
     assert (build_dir / "reports" / "fmax.md").is_file()
     csv_text = (build_dir / "reports" / "fmax.csv").read_text()
     assert "add8,width=8,ice40,fmax_mhz," in csv_text
-    assert Path(build_dir / "fmax" / "add8-ice40" / "report.json").is_file()
+    run_dir = build_dir / "fmax" / "add8-ice40"
+    seeds = [float(json.loads((run_dir / f"report-s{seed}.json").read_text())["fmax"]
+                   [name]["achieved"])
+             for seed in SEEDS
+             for name in json.loads((run_dir / f"report-s{seed}.json").read_text())["fmax"]]
+    # The table's figure is the median of the seeds' own nextpnr reports, each listed beside it.
+    assert len(seeds) == len(SEEDS) == 3
+    assert fmax == pytest.approx(sorted(seeds)[1], abs=0.06)
+    assert row.split("|")[5].strip() == " / ".join(f"{mhz:.1f}" for mhz in seeds)
+    for seed in SEEDS:
+        assert f"add8,width=8,ice40,fmax_mhz_seed{seed}," in csv_text
+
+
+def test_median_of_the_seeds():
+    assert median([150.0, 140.0, 160.0]) == 150.0
+    assert median([3.0]) == 3.0
+    assert median([1.0, 4.0, 2.0, 3.0]) == 2.5
 
 
 @pytest.mark.synth
@@ -171,7 +187,7 @@ def test_larger_ecp5_places_the_smaller_ones_netlist(tmp_path):
     assert not (large.run_dir / "yosys.log").exists()
     assert (large.run_dir / "net.json").read_bytes() == (small.run_dir / "net.json").read_bytes()
     def available_luts(run):
-        report = json.loads((run.run_dir / "report.json").read_text())
+        report = json.loads((run.run_dir / f"report-s{SEEDS[0]}.json").read_text())
         return report["utilization"]["TRELLIS_COMB"]["available"]
 
     # Placed on the larger device: LFE5U-85F has 83,640 LUT4s, the 25F 24,288.
@@ -182,3 +198,58 @@ def test_larger_ecp5_places_the_smaller_ones_netlist(tmp_path):
     (ice40_dir / "net.json").write_text("{}")
     with pytest.raises(FmaxError, match="not made by this target's Yosys script"):
         fmax_run(unit, "ecp5-85k", tmp_path / "runs", netlist=ice40_dir / "net.json")
+
+
+def test_a_seed_not_routed_in_time_counts_as_the_slowest(monkeypatch, tmp_path):
+    """Seeds 1 and 3 route (140 and 160 MHz), seed 2 times out: the median is 140 (the
+    timed-out seed below both); with two seeds timed out there is no median."""
+    from fpga import fmax
+    from fpga.area import find_units
+    from fpga.nextpnr import FmaxTimeout
+
+    (tmp_path / "add8.v").write_text(ADDER_UNIT_VERILOG)
+    (tmp_path / "add8.json").write_text(json.dumps(ADDER_MANIFEST))
+    (unit,) = find_units(tmp_path, ["add8"])
+    achieved = {1: 140.0, 2: None, 3: 160.0}
+
+    def fake_run(command, cwd, tool, log, timeout_s):
+        if tool == "yosys":
+            (cwd / "net.json").write_text("{}")
+            return
+        seed = int(command[command.index("--seed") + 1])
+        if achieved[seed] is None:
+            raise FmaxTimeout(f"{tool} timed out after {timeout_s} s")
+        (cwd / f"report-s{seed}.json").write_text(json.dumps({
+            "fmax": {"clk": {"achieved": achieved[seed], "constraint": 12.0}},
+            "utilization": {"ICESTORM_LC": {"used": 9, "available": 5280}}}))
+
+    monkeypatch.setattr(fmax, "_run", fake_run)
+    result = fmax.fmax_run(unit, "ice40", tmp_path / "runs", timeout_s=5)
+    assert result.seeds_mhz == (140.0, None, 160.0) and result.fmax_mhz == 140.0
+    assert fmax.seeds_text({"seeds_mhz": list(result.seeds_mhz)}) == "140.0 / timed out / 160.0"
+    achieved[3] = None
+    with pytest.raises(FmaxTimeout, match="timed out after 5 s"):
+        fmax.fmax_run(unit, "ice40", tmp_path / "runs", timeout_s=5)
+
+
+def test_nextpnr_over_capacity_is_stopped_at_once(tmp_path):
+    """A nextpnr whose log shows a bel type over 100 % is stopped, not waited for, and fails
+    with the shortfall in its log."""
+    import sys
+    import time as clock
+
+    from fpga import fmax
+    from fpga.nextpnr import capacity_shortfall
+
+    fake = tmp_path / "fake_nextpnr.py"
+    fake.write_text(
+        "import pathlib, time\n"
+        "pathlib.Path('nextpnr.log').write_text("
+        "'Info: Device utilisation:\\nInfo: \\t        TRELLIS_COMB:   26986/  24288   111%\\n')\n"
+        "time.sleep(60)\n")
+    started = clock.monotonic()
+    with pytest.raises(FmaxError, match="does not fit"):
+        fmax._run([sys.executable, str(fake)], tmp_path, "nextpnr (seed 1)",
+                  tmp_path / "nextpnr.log", 120)
+    assert clock.monotonic() - started < 30
+    assert capacity_shortfall((tmp_path / "nextpnr.log").read_text()) == "26986/24288 TRELLIS_COMB"

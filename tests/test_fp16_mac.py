@@ -1,5 +1,7 @@
 # amaranth: UnusedElaboratable=no
-"""fp16_mac: golden model against an exact reference, elaboration, the cocotb bench, synthesis."""
+"""fp16_mac (binary32 accumulation, the default): golden model against an exact reference,
+elaboration, the cocotb bench, synthesis. The binary16 reading (``acc="fp16"``) is tested in
+tests/test_fp16_mac_half.py."""
 
 import re
 import time
@@ -15,123 +17,15 @@ from gen import generate
 from golden.fp16_mac import (CANONICAL_NAN, canonical_nan, fp16_mac_run, fp16_products,
                              fp32_is_nan, fp32_match)
 from hdl.fp16_mac import Fp16Mac, leading_zeros, unpack_fp16
+from tests.exact_float import NEG_INF as EXACT_NEG_INF
+from tests.exact_float import POS_INF as EXACT_POS_INF
+from tests.exact_float import decode_fp16, exact_mac_run
 from verif.runner import BenchFailure, edit_site, run_testbench
 from verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, random_beats
 
-# --- an exact reference: Fractions and a hand-written round-to-nearest-even -----------------
+# --- the exact reference (Fractions, a hand-written round to nearest even): tests/exact_float.py
 
-POS_INF, NEG_INF = 0x7F80_0000, 0xFF80_0000
-
-
-def decode_fp16(bits):
-    """``("nan",)``, ``("inf", sign)`` or ``("num", sign, magnitude)`` from the bit pattern."""
-    sign, exp, frac = bits >> 15, (bits >> 10) & 0x1F, bits & 0x3FF
-    if exp == 0x1F:
-        return ("nan",) if frac else ("inf", sign)
-    if exp == 0:
-        return ("num", sign, Fraction(frac, 1 << 24))
-    return ("num", sign, Fraction(frac | 0x400) * Fraction(2) ** (exp - 25))
-
-
-def encode_fp32(sign, magnitude):
-    """binary32 bits of ``(-1)^sign * magnitude``; ``magnitude`` must be representable."""
-    if magnitude == 0:
-        return sign << 31
-    if magnitude >= Fraction(2) ** 128:
-        return (sign << 31) | 0x7F80_0000
-    if magnitude < Fraction(2) ** -126:
-        field = magnitude / Fraction(2) ** -149
-        assert field.denominator == 1
-        return (sign << 31) | int(field)
-    exponent = _floor_log2(magnitude)
-    significand = magnitude / Fraction(2) ** (exponent - 23)
-    assert significand.denominator == 1 and 1 << 23 <= significand < 1 << 24
-    return (sign << 31) | ((exponent + 127) << 23) | (int(significand) - (1 << 23))
-
-
-def _floor_log2(q):
-    exponent = q.numerator.bit_length() - q.denominator.bit_length()
-    if Fraction(2) ** exponent > q:
-        exponent -= 1
-    return exponent
-
-
-class ExactMac:
-    """The MAC computed exactly, with one explicit round to nearest even per addition.
-
-    Counts the roundings that were exact ties (``ties_up``: the odd neighbour was left for the
-    even one above, ``ties_down``: below) and those decided by bits beyond the halfway point.
-    """
-
-    def __init__(self):
-        self.acc = ("num", 0, Fraction(0))
-        self.ties_up = self.ties_down = self.inexact = 0
-
-    def round(self, sign, exact):
-        """Round ``(-1)^sign * exact`` (exact > 0) to binary32 (subnormals and overflow too)."""
-        exponent = max(_floor_log2(exact), -126)
-        quantum = Fraction(2) ** (exponent - 23)
-        steps, remainder = divmod(exact, quantum)
-        if remainder:
-            self.inexact += 1
-        if remainder * 2 == quantum:
-            if steps % 2:
-                self.ties_up += 1
-            else:
-                self.ties_down += 1
-        if remainder * 2 > quantum or (remainder * 2 == quantum and steps % 2):
-            steps += 1
-        value = steps * quantum
-        if value >= Fraction(2) ** 128:
-            return ("inf", sign)
-        return ("num", sign, value)
-
-    def step(self, a, b, first):
-        x, y = decode_fp16(a), decode_fp16(b)
-        if first:
-            self.acc = ("num", 0, Fraction(0))
-        if x[0] == "nan" or y[0] == "nan":
-            product = ("nan",)
-        elif x[0] == "inf" or y[0] == "inf":
-            zero = (x[0] == "num" and x[2] == 0) or (y[0] == "num" and y[2] == 0)
-            product = ("nan",) if zero else ("inf", x[1] ^ y[1])
-        else:
-            product = ("num", x[1] ^ y[1], x[2] * y[2])
-        acc = self.acc
-        if acc[0] == "nan" or product[0] == "nan":
-            self.acc = ("nan",)
-        elif acc[0] == "inf" and product[0] == "inf":
-            self.acc = acc if acc[1] == product[1] else ("nan",)
-        elif acc[0] == "inf" or product[0] == "inf":
-            self.acc = acc if acc[0] == "inf" else product
-        else:
-            exact = (-1) ** acc[1] * acc[2] + (-1) ** product[1] * product[2]
-            if exact == 0:   # -0 only if both addends are negative (zeros)
-                self.acc = ("num", acc[1] & product[1], Fraction(0))
-            else:
-                self.acc = self.round(int(exact < 0), abs(exact))
-
-    def bits(self):
-        if self.acc[0] == "nan":
-            return CANONICAL_NAN
-        if self.acc[0] == "inf":
-            return NEG_INF if self.acc[1] else POS_INF
-        return encode_fp32(self.acc[1], self.acc[2])
-
-
-def exact_mac_run(fields):
-    mac = ExactMac()
-    out = []
-    for a, b, first, last in zip(*(fields[name].tolist() for name in ("a", "b", "first",
-                                                                       "last"))):
-        mac.step(a, b, first)
-        if last:
-            out.append(mac.bits())
-    return np.array(out, dtype=np.int64), mac
-
-
-def _slice(fields, stop):
-    return {name: value[:stop] for name, value in fields.items()}
+POS_INF, NEG_INF = EXACT_POS_INF["fp32"], EXACT_NEG_INF["fp32"]
 
 
 # --- golden model ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ EXTRA_CONFIGS = [
     ("accllm_dsp_mul", "accllm-w8-xilinx-acc7", {}),
     ("accllm_plain_mul", None, {"mode": "w8", "x_signed": False}),
     ("accllm_sparse_selector", None, {"groups": 3, "rows": 2}),
+    ("fp16_mac", "fp16-acc", {}),                                    # a 16-bit result
 ]
 
 CASES = [(unit, None, {}) for unit in sorted(UNITS)] + EXTRA_CONFIGS

@@ -106,7 +106,7 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
         run_dir = Path(workdir) / f"{unit.name}-{target}"
         run_dir.mkdir(parents=True, exist_ok=True)
         if target == "ecp5":
-            (run_dir / "nextpnr.log").write_text(
+            (run_dir / f"nextpnr-s{fmax.SEEDS[0]}.log").write_text(
                 "Info: 	        TRELLIS_COMB:   29905/  24288   123%\n")
             raise FmaxError("nextpnr exited with code 125")
         return FmaxResult(unit.name, target, 55.5, {"LUT": 29905}, 7, 1.0, run_dir)
@@ -194,6 +194,27 @@ def test_rendering_ratios_and_cells():
     assert {"row": "u", "unit": "u", "config": "", "params": "", "target": "ecp5-85k",
             "metric": "fmax_mhz", "value": "40.0"} in rows
     assert not any(r["row"] == "b" and r["target"].startswith("ecp5") for r in rows)
+
+
+def test_seeds_spread_and_a_second_baseline():
+    """The Fmax cell gives the median and the seeds' range; a row naming ``u`` in its
+    ``baseline_of`` list is a second ratio row of ``u`` beside its registered baseline."""
+    seeds = {"fmax_mhz": 150.0, "seeds_mhz": [150.0, 140.0, 160.0], "target": "ecp5",
+             "resources": {}}
+    data = {"tools": ["Yosys X"], "failures": [], "rows": [
+        _row("u", "u", 50, 3000, 100.0, baseline="b", ecp5=seeds),
+        _row("b", "b", 200, 1000, 80.0, baseline_of="u"),
+        _row("b@other", "b", 100, 500, 80.0, baseline_of=["v", "u"],
+             ecp5={**seeds, "seeds_mhz": [150.0, None, 151.0]}),
+    ]}
+    markdown = render_markdown(data)
+    assert "| 150.0 (140.0-160.0) |" in markdown
+    assert "| 150.0 (a seed timed out-151.0) |" in markdown
+    assert "| `u` / `b` (baseline) | 0.25 |" in markdown
+    assert "| `u` / `b` (baseline, other) | 0.50 |" in markdown
+    csv_rows = list(csv.DictReader(io.StringIO(render_csv(data))))
+    assert [r["value"] for r in csv_rows if r["row"] == "b@other"
+            and r["metric"].startswith("fmax_mhz_seed")] == ["150.0", "151.0"]
 
 
 def test_readme_section_is_replaced_in_place_and_idempotent():

@@ -9,7 +9,7 @@ against the layout's own view of the packed bits.
 
 import numpy as np
 import pytest
-from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
@@ -145,6 +145,10 @@ def test_pipeline_parameter_check_names_the_parameter():
         check_pipeline("1", max_value=3)
     with pytest.raises(ValueError, match="latency must be at least 1"):
         StallPipeline(Module(), None, None, latency=0)
+    with pytest.raises(ValueError, match="registered_ce are for a pipeline without hold"):
+        sig = stream.Signature(unsigned(1))
+        StallPipeline(Module(), sig.flip().create(), sig.create(), latency=1, hold=Const(0),
+                      registered_ce=True)
 
 
 _LAYOUT = data.StructLayout({"a": unsigned(3), "lanes": data.ArrayLayout(signed(4), 2),

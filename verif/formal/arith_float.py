@@ -286,6 +286,19 @@ class ZeroProductHarness(UnitHarness):
         latency and a stall (a deeper induction is no less sound)."""
         return self.dut.latency + 1 + 3 * PATIENCE + slack
 
+    def assume_operands(self, m, x, y):
+        """The restriction of an input beat's operands (:func:`fp16_operand`): the
+        significands' ``free`` bits."""
+        if self.free != ((ALL, ALL),):
+            m.d.comb += Assume(restricted(x, y, self.free))
+
+    def expected(self, m, records, first_zero):
+        """The contract's result: the single-beat result (:func:`single_beat`) of the beat
+        whose product is not the zero one (the second if ``first_zero``). A subclass gives
+        another reading's."""
+        return Mux(first_zero, single_beat(m, records[1].a, records[1].b, "second", self.free),
+                   single_beat(m, records[0].a, records[0].b, "first", self.free))
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = self.dut
@@ -305,8 +318,7 @@ class ZeroProductHarness(UnitHarness):
             m.d.comb += [Assume(~pending), Assume(beat.first == ~phase),
                          Assume(beat.last == phase)]
             x, y, zero = zero_product(beat, "in")
-            if self.free != ((ALL, ALL),):
-                m.d.comb += Assume(restricted(x, y, self.free))
+            self.assume_operands(m, x, y)
             with m.If(phase):
                 m.d.comb += Assume(zero_product(records[0], "in_first")[2] | zero)
         push = dut.i.valid & dut.i.ready
@@ -326,13 +338,9 @@ class ZeroProductHarness(UnitHarness):
             with m.If(pending):
                 m.d.comb += Assert(age == dut.latency)
                 first_zero = zero_product(records[0], "first")[2]
-                expected = Signal(32, name="spec_acc")
+                expected = Signal(len(dut.o.payload.acc), name="spec_acc")
                 m.d.comb += [
-                    expected.eq(Mux(first_zero,
-                                    single_beat(m, records[1].a, records[1].b, "second",
-                                                self.free),
-                                    single_beat(m, records[0].a, records[0].b, "first",
-                                                self.free))),
+                    expected.eq(self.expected(m, records, first_zero)),
                     Assert(dut.o.payload.acc == expected),
                 ]
         for name, waiting in (("stall", dut.o.valid & ~dut.o.ready),

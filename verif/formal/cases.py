@@ -16,7 +16,8 @@ histograms), :mod:`~verif.formal.orizuru` (the top-k invariants),
 :mod:`~verif.formal.arith_oaken` (the dequantizer's values, the quantizer's thresholds and
 COO entries),
 :mod:`~verif.formal.arith_pcu` (``p3_pcu`` lanes), :mod:`~verif.formal.arith_float`
-(``fp16_mac``, ``fp16_pcu``), :mod:`~verif.formal.arith_accllm` (products of
+(``fp16_mac``, ``fp16_pcu``), :mod:`~verif.formal.arith_float_half` (``fp16_mac`` with
+``acc="fp16"``), :mod:`~verif.formal.arith_accllm` (products of
 ``accllm_dsp_mul``) and :mod:`~verif.formal.arith_accllm_pe` (``accllm_pe``, its plain
 baseline, the sparse selector).
 
@@ -36,8 +37,8 @@ from pathlib import Path
 
 from gen.registry import UNITS, resolve_params
 
-from . import (Proof, arith_accllm, arith_accllm_pe, arith_float, arith_kllm, arith_oaken,
-               arith_p3_oaken, arith_pcu, orizuru)
+from . import (Proof, arith_accllm, arith_accllm_pe, arith_float, arith_float_half, arith_kllm,
+               arith_oaken, arith_p3_oaken, arith_pcu, orizuru)
 from .engines import ENGINES as ENGINE_NAMES
 from .engines import warm_up
 from .counting import ACCOUNTS, StreamCountHarness
@@ -187,8 +188,8 @@ def stream_proofs(unit):
 
 
 #: The modules of the data properties, in table order.
-DATA = (arith_kllm, orizuru, arith_p3_oaken, arith_oaken, arith_pcu, arith_float, arith_accllm,
-        arith_accllm_pe)
+DATA = (arith_kllm, orizuru, arith_p3_oaken, arith_oaken, arith_pcu, arith_float,
+        arith_float_half, arith_accllm, arith_accllm_pe)
 
 
 def proofs(units=None):
