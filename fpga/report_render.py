@@ -202,13 +202,23 @@ AREA_AND_FMAX_NOTE = (
     "(area / the library's smallest 2-input NAND) and um^2, and a clock estimated from ABC's "
     "critical path of a delay-mapped netlist plus the flip-flop's clock-to-Q and setup; "
     "n/a where a unit instantiates another family's primitive. Fmax: nextpnr, "
-    "the median of seeds 1-3 (the seeds' lowest and highest in brackets), the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
+    "{seeds}, the unit inside a registered scan-chain/XOR-tree wrapper (`fpga/fmax.py`); "
     "a design that does not fit the ECP5 25F is placed on the 85F (marked), one that does "
     "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
     "the unit's `report` rows in `gen/registry.py`). Latency: cycles from an input beat to its result "
     "(the manifest's, at the unit's default `pipeline`); results / cycle at full rate (the "
     "registry's `rate`); throughput = Fmax x results / cycle."
 )
+
+def area_and_fmax_note(data: dict) -> str:
+    """:data:`AREA_AND_FMAX_NOTE` for `data`: its Fmax figures are medians of seeds where the
+    report recorded them (reports from before the seeds carry one seed's)."""
+    with_seeds = any(outcome.get("seeds_mhz") for row in data["rows"]
+                     for outcome in row["fmax"].values())
+    seeds = ("the median of seeds " + ", ".join(map(str, SEEDS)) +
+             " (the seeds' lowest and highest in brackets)") if with_seeds else "seed 1"
+    return AREA_AND_FMAX_NOTE.format(seeds=seeds)
+
 
 BASELINE_NOTE = (
     "Baselines (each issue's): `orizuru_scan`, a k-pass max/min scan with the same "
@@ -230,7 +240,7 @@ def render_markdown(data: dict) -> str:
         "",
         main_table(data),
         "",
-        AREA_AND_FMAX_NOTE,
+        area_and_fmax_note(data),
         "",
         "## Against the baselines",
         "",
@@ -284,7 +294,7 @@ def render_readme_section(data: dict, plots: Sequence[str] = ()) -> str:
         "",
         main_table(data),
         "",
-        AREA_AND_FMAX_NOTE,
+        area_and_fmax_note(data),
         "",
         "Against each unit's baseline (ratio unit / baseline, same run and flows):",
         "",
