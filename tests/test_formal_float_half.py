@@ -17,8 +17,8 @@ The seeded bugs:
 
 import pytest
 
+from formal_checks import assert_proved, assert_seeded_bug_fails
 from verif.formal.arith_float_half import proofs
-from verif.runner import edit_site
 
 
 def _row(configuration, prop):
@@ -57,15 +57,10 @@ def _marks(name):
 @pytest.mark.parametrize("name", [_marks(name) for name in sorted(QUICK)])
 def test_the_property_is_proved(tmp_path, name):
     configuration, prop, _ = QUICK[name]
-    result = _row(configuration, prop).run(tmp_path)
-    assert result.status == "PASS", (result.detail, result.folder)
-    assert result.traces == []
+    assert_proved(_row(configuration, prop), tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_a_seeded_bug_fails_with_a_trace(tmp_path, name):
     configuration, prop, (pattern, replacement, sites) = QUICK[name]
-    result = _row(configuration, prop).run(
-        tmp_path, mutation=lambda text: edit_site(text, pattern, replacement, sites=sites))
-    assert result.status == "FAIL", (result.detail, result.folder)
-    assert result.traces and all(trace.stat().st_size > 0 for trace in result.traces)
+    assert_seeded_bug_fails(_row(configuration, prop), tmp_path, pattern, replacement, sites)

@@ -91,8 +91,8 @@ from . import Proof
 from .stream import UnitHarness, assume_input_hold
 from .transaction import PATIENCE, TransactionHarness
 
-__all__ = ["CANONICAL_NAN", "fp16_operand", "product", "single_beat", "MacHarness",
-           "PcuHarness", "ZeroProductHarness", "proofs"]
+__all__ = ["CANONICAL_NAN", "fp16_operand", "product", "significand_product", "single_beat",
+           "MacHarness", "PcuHarness", "ZeroProductHarness", "proofs"]
 
 #: The contract's one NaN result (quiet, positive, payload 0).
 CANONICAL_NAN = 0x7FC0_0000
@@ -141,6 +141,20 @@ def restricted(x, y, free):
                for fx, fy in free).any()
 
 
+
+def significand_product(m, x, y, name, free=((ALL, ALL),)):
+    """``P = x.sig * y.sig`` (22 bits, a signal ``spec_<name>_sig``) formed from the free
+    significand bits only: under the restriction ``(fx, fy)`` of ``free`` that holds first,
+    ``(x.sig >> (10 - fx)) * (y.sig >> (10 - fy)) << (20 - fx - fy)``, the same number."""
+    sig = Signal(22, name=f"spec_{name}_sig")
+    value = None
+    for fx, fy in reversed(free):
+        lx, ly = ALL - fx, ALL - fy
+        term = (x.sig[lx:11] * y.sig[ly:11]) << (lx + ly)
+        value = term if value is None else Mux(restricted(x, y, [(fx, fy)]), term, value)
+    m.d.comb += sig.eq(value)
+    return sig
+
 def product(m, x, y, name, free=((ALL, ALL),)):
     """The binary32 ``(sign, exp, frac)`` of the exact product of finite nonzero operands ``x``
     and ``y`` (:func:`fp16_operand`): the 22-bit significand product ``P = x.sig * y.sig``
@@ -153,13 +167,7 @@ def product(m, x, y, name, free=((ALL, ALL),)):
     formed from the free bits only: under ``(fx, fy)``, ``P = (x.sig >> (10 - fx)) *
     (y.sig >> (10 - fy)) << (20 - fx - fy)``, the same number (the first pair that holds is
     used)."""
-    sig = Signal(22, name=f"spec_{name}_sig")
-    value = None
-    for fx, fy in reversed(free):
-        lx, ly = ALL - fx, ALL - fy
-        term = (x.sig[lx:11] * y.sig[ly:11]) << (lx + ly)
-        value = term if value is None else Mux(restricted(x, y, [(fx, fy)]), term, value)
-    m.d.comb += sig.eq(value)
+    sig = significand_product(m, x, y, name, free)
     top = sig[21]
     exp = Signal(8, name=f"spec_{name}_exp")
     m.d.comb += exp.eq(x.exp + y.exp + 97 + top)
@@ -228,12 +236,17 @@ class MacHarness(TransactionHarness):
                 x, y = fp16_operand(m, a, f"in{n}_a"), fp16_operand(m, b, f"in{n}_b")
                 m.d.comb += Assume(restricted(x, y, self.free))
 
+    #: The reference of one single-beat result and the window check (the ``acc="fp16"``
+    #: harness swaps in its own).
+    single_beat = staticmethod(single_beat)
+    window = staticmethod(window)
+
     def check(self, m, record, out, beat):
         for n, ((a, b), acc) in enumerate(zip(self.operands(record), self.results(out))):
             if self.exact:
-                m.d.comb += Assert(acc == single_beat(m, a, b, f"p{n}", self.free))
+                m.d.comb += Assert(acc == self.single_beat(m, a, b, f"p{n}", self.free))
             else:
-                window(m, a, b, acc, f"p{n}")
+                self.window(m, a, b, acc, f"p{n}")
 
 
 class PcuHarness(MacHarness):
