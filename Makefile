@@ -100,12 +100,13 @@ report: $(STAMP)
 	$(PY) -m fpga report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # The papers' checkable numbers next to ours, computed by the golden models
-# (build/reports/paper.md, .csv), then KLLM Table I's area ratios (Concat, IdxCounter, Orizuru
-# per FP16 MAC) next to ours from one cmos + ecp5 Yosys run (build/reports/paper-area.md, .csv;
-# about 2.5 min on 2 cores, most of it the 256-bin KLLM-A4 counter).
+# (build/reports/paper.md, .csv), then the papers' hardware tables (KLLM Table I, P3-LLM
+# Tables VII/VIII, Oaken Table 4, BitMoD's PE) beside ours on standard cells, each row at the
+# shallowest depth meeting the paper's clock scaled by FO4 (build/reports/paper-area.md, .csv;
+# docs/paper.md): make paper [LIBRARY="sky130 ihp asap7"] (default sky130 and ihp).
 paper: $(STAMP)
 	$(PY) -m golden.paper
-	$(PY) -m fpga paper-area
+	$(PY) -m fpga paper-area $(foreach l,$(LIBRARY),--library $(l))
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);

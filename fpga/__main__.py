@@ -38,7 +38,7 @@ COMMANDS = {
     "report": ("fpga.report", "every unit at its paper configuration: area, Fmax, ratios"),
     "sweep": ("fpga.sweep", "area (and Fmax) against one parameter of a unit"),
     "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
-    "paper-area": ("fpga.paper_area", "KLLM Table I's area ratios next to ours"),
+    "paper-area": ("fpga.paper.cli", "the papers' hardware tables beside ours, standard cells"),
     "counter-split": ("fpga.kllm_counter_split", "the KLLM counter's area split by block"),
     "stdcell": ("fpga.stdcell.cli", "standard-cell area and estimated Fmax on open PDKs"),
     "bitstream": ("fpga.bridge.board", "a unit behind the UART bridge, built for a board"),

@@ -26,7 +26,10 @@ Where the paper numbers come from, and how ours are computed:
    2..1024 range; there the same code runs through ``orizuru._run`` without the range check).
    Configurations: N = 8, k = 3 (Fig. 7's example, "top-3"), N = 16, k = 1 (Table I's 16-input
    units, 1 % outliers), N = 1024 and N = 4096 (an activation vector of LLaMA-2-7B, K = 4096)
-   with ``k = kllm.outliers_per_side(N, 0.01)``. Baselines (no paper number): k passes of a
+   with ``k = kllm.outliers_per_side(N, 0.01)``; and N = 16, k = 2, the RTL's ``kllm-16``
+   configuration, also run with k - 1 pops on the same vector: the golden model maintains
+   each tree after every pop, the last one included, which no output needs (the RTL's own
+   comparator count is ``python -m fpga paper-area``'s, from the elaborated design). Baselines (no paper number): k passes of a
    linear max scan plus k of a min scan over the remaining elements, and one full sort
    (Python's Timsort); both count the comparisons a counting key object actually receives.
 2. **Oaken (sections 4.4, 4.5, 6.2, Tables 2 and 3).** Bits per outlier entry (8, against the
@@ -317,6 +320,8 @@ def _orizuru_rows(seed):
                 f"{saving:.1f}%, -> 50% only for large N",
                 f"orizuru.min_saving.n{n}",
                 "reducing the total comparisons for its initialization by 50%", c))
+            if n == 16:
+                rows.append(_kllm16_row(seed, formula_quote))
             rows.append(Row(
                 "KLLM", f"baseline comparisons, N = {n}, k = {k}: k max-scans + k min-scans "
                         "| one full sort", "not stated",
@@ -327,6 +332,28 @@ def _orizuru_rows(seed):
                 f"sort / Orizuru = {c['sort'] / c['total']:.1f}x (Orizuru: {c['total']})",
                 f"orizuru.baseline.n{n}", None, c))
     return rows
+
+
+def _kllm16_row(seed, formula_quote, n=16, k=2):
+    """The count at the RTL's kllm-16 configuration (N = 16, k = 2): the whole run, and the
+    same vector run with k - 1 pops, which stops before the maintenance that follows the
+    k-th (last) pop: no output depends on that one."""
+    rng = np.random.default_rng([seed, 1, n, k])
+    x = (0.5 * rng.standard_t(4, n)).astype(np.float16).view(np.uint16)
+    full, before = count_orizuru(n, k, x=x), count_orizuru(n, k - 1, x=x)
+    log2n = n.bit_length() - 1
+    paper = 1.5 * n + 2 * k * log2n
+    after = full["total"] - before["total"]
+    return Row(
+        "KLLM", f"Orizuru comparisons, N = {n}, k = {k} (the RTL's kllm-16): all | before the "
+                "last pop's maintenance", f"1.5N + 2k log2(N) = {paper:g} (§IV-C)",
+        f"{full['total']} | {before['total']}",
+        f"orizuru._Tree._compare counted during orizuru(x, k={k}) and orizuru(x, k={k - 1}) "
+        "on the same 0.5 t(4) FP16 vector",
+        f"differs by {full['total'] - paper:+.0f}: the paper rounds 1.5N-2 to 1.5N; {after} of "
+        f"the {full['total']} maintain the trees after the last pop (the golden model's k "
+        "maintenances per tree); the RTL's comparators: python -m fpga paper-area",
+        f"orizuru.kllm{n}", formula_quote, {"all": full, "before_last": before})
 
 
 # --- 2. Oaken bits -----------------------------------------------------------------------------

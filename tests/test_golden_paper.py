@@ -44,7 +44,7 @@ REQUIRED = {
     # item 1: Orizuru at the paper's configurations, phases, baselines
     "orizuru.total.n8", "orizuru.total.n16", "orizuru.total.n4096", "orizuru.init_max.n8",
     "orizuru.maint.n8", "orizuru.min_saving.n16", "orizuru.baseline.n16",
-    "orizuru.baseline.n4096",
+    "orizuru.baseline.n4096", "orizuru.kllm16",
     # item 2: Oaken bits per outlier and effective bitwidth at the paper's ratios
     "oaken.bits_per_outlier", "oaken.coo23", "oaken.eff.0.04_0.06", "oaken.eff.0_0.1",
     "oaken.eff.0.1_0", "oaken.table2.Llama2-7B", "oaken.table2.Llama2-13B",
@@ -224,6 +224,22 @@ def test_orizuru_rows_against_the_paper(by_key):
     assert by_key["orizuru.min_saving.n4096"].agreement == "matches"  # 2047 / 4095 -> 50.0 %
     base = by_key["orizuru.baseline.n4096"].values
     assert base["scan"] > base["sort"] > base["total"]
+
+
+def test_orizuru_kllm16_row_counts_the_maintenance_after_the_last_pop(by_key):
+    # The RTL's kllm-16 configuration, N = 16, k = 2: the whole golden run against the
+    # reference Orizuru above at k = 2, and the run that stops before the last pop's
+    # maintenance against the reference at k = 1 (the same vector).
+    r = by_key["orizuru.kllm16"]
+    full, before = r.values["all"], r.values["before_last"]
+    assert "= 40" in r.paper_value                            # 1.5 x 16 + 2 x 2 x 4
+    assert r.ours == f"{full['total']} | {before['total']}"
+    x = np.random.default_rng(16).permutation(np.arange(0x3C00, 0x3C10))
+    keys = [int(v) for v in x]
+    assert paper.count_orizuru(16, 2, x=x)["total"] == reference_orizuru(keys, 2)[2] == 38
+    assert paper.count_orizuru(16, 1, x=x)["total"] == reference_orizuru(keys, 1)[2] == 30
+    assert (full["total"], before["total"]) == (38, 30)
+    assert "8 of the 38 maintain the trees after the last pop" in r.agreement
 
 
 # --- 2. Oaken ----------------------------------------------------------------------------------
