@@ -81,9 +81,10 @@ def test_report_rows_and_benchmark_resolve(unit):
     spec = UNITS[unit]
     for row in spec.report:
         resolve_params(unit, row.config, dict(row.overrides))     # raises if unknown
-        if row.baseline_of is not None:
-            base, _, config = row.baseline_of.partition("@")
-            assert any(r.config == config for r in UNITS[base].report), row.baseline_of
+        named = (row.baseline_of,) if isinstance(row.baseline_of, str) else row.baseline_of
+        for label in named or ():
+            base, _, config = label.partition("@")
+            assert any(r.config == config for r in UNITS[base].report), label
     if spec.benchmark is not None:
         assert callable(load_object(spec.benchmark))
 

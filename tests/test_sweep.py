@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from fpga.fmax import SEEDS
 from fpga.jobs import DASK_INSTALL_HINT, Failure, LocalExecutor, make_executor
 from fpga.sweep import PointResult, SweepResult, main, make_plan, parse_value, run_sweep
 from fpga.sweep_report import CSV_COLUMNS, plot_sweep, sweep_csv, sweep_table
@@ -256,7 +257,7 @@ def test_invalid_value_fails_alone_and_fmax_runs(build_dir, capsys):
     assert float(metrics["2", "ice40", "fmax_mhz"]) > 0
     assert int(metrics["2", "ice40", "pnr_LC"]) > 0
     assert (build_dir / "sweep" / "kllm_concat-lanes" / "2" / "fmax" / "kllm_concat-ice40"
-            / "report.json").is_file()
+            / f"report-s{SEEDS[0]}.json").is_file()
     assert refusal in (build_dir / "reports" / "sweep-kllm_concat-lanes.md").read_text()
 
 
