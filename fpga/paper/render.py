@@ -57,7 +57,8 @@ def row_values(rows, outcomes: dict, library: str) -> list[dict]:
         um2 = None if mine is None else um2_28nm(mine)
         out.append({
             "row": row, "outcome": outcome, "paper_um2": paper_um2,
-            "paper_nand2": None if paper_um2 is None else nand2_eq_28nm(paper_um2),
+            "paper_nand2": (nand2_eq_28nm(paper_um2)
+                            if paper_um2 is not None and quote.absolute else None),
             "nand2": mine, "um2_28nm": um2,
             "nand2_0": nand2_per_unit(row, outcome["result0"]),
             "ours_over_paper": (um2 / paper_um2

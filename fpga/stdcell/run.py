@@ -3,7 +3,8 @@
 The native Yosys of the ``pyosys`` wheel (it reads gzipped Liberty files and ships a native
 ``yosys-abc`` whose reports reach the log) synthesises the Verilog once, generically, then maps
 it twice: for area (``dfflibmap``, ABC's default liberty script) and for delay (ABC: ``map``
-for delay, ``buffer -p``, ``upsize``, ``dnsize``, then ``stime -p``: the default script's
+for delay, ``topo`` (else a dangling node can stop ``buffer -p``), ``buffer -p``, ``upsize``,
+``dnsize``, then ``stime -p``: the default script's
 ``dc2`` turns Brent-Kung adders back into ripple carry, and ``stime`` on an unbuffered netlist
 is meaningless). Writes ``area.json`` (Yosys ``stat -json -liberty``) and ``delay.log`` (ABC's
 report) in the current folder; Yosys's own log is this process's output. The spec: ``verilog``,
@@ -16,7 +17,7 @@ import json
 import sys
 
 #: ABC's delay mapping (``{D}``: the target in ps; 1 asks for the fastest mapping).
-DELAY_SCRIPT = ("strash\ndch\nmap -D {D}\nbuffer -p\nupsize -D {D}\ndnsize -D {D}\n"
+DELAY_SCRIPT = ("strash\ndch\nmap -D {D}\ntopo\nbuffer -p\nupsize -D {D}\ndnsize -D {D}\n"
                 "stime -p\n")
 
 
