@@ -43,8 +43,6 @@ from fpga.area import (
     AreaInputError,
     Unit,
     find_units,
-    format_params,
-    long_csv,
     positive_int_argument,
     read_sources,
     remove_reports,
@@ -432,76 +430,10 @@ def _fmax_column(unit: Unit, devices: Sequence[str], workdir: Path,
     return {"does_not_fit": too_small}
 
 
-# --------------------------------------------------------------------------- reports
-
-RESOURCE_COLUMNS = ("LC", "LUT", "FF", "DSP", "BRAM")
-
-
-def fmax_table(units: Sequence[Unit], targets: Sequence[str],
-               results: dict[tuple[str, str], dict],
-               failures: Sequence[Failure] = ()) -> str:
-    """Markdown table: one row per (unit, target) run (`fmax_job`'s data); "-" for a resource
-    a target lacks."""
-    failed = {failure.job for failure in failures}
-    header = ["unit", "params", "target", "Fmax MHz", "seeds MHz", *RESOURCE_COLUMNS,
-              "wrapper FF"]
-    rows = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
-    for unit in units:
-        params = format_params(unit.params).replace("|", "\\|")
-        for target in targets:
-            if (unit.name, target) in results:
-                result = results[unit.name, target]
-                values = [f"{result['fmax_mhz']:.1f}", seeds_text(result),
-                          *(str(result["resources"].get(c, "-")) for c in RESOURCE_COLUMNS),
-                          str(result["wrapper_ff"])]
-            elif (unit.name, target) in failed:
-                values = ["failed", "-", *("-" for _ in RESOURCE_COLUMNS), "-"]
-            else:
-                continue
-            rows.append("| " + " | ".join([unit.name, params, target, *values]) + " |")
-    return "\n".join(rows)
-
-
 def seeds_text(outcome: dict) -> str:
     """Each seed's Fmax of an outcome, ``"151.2 / 148.0 / 155.3"`` (``"-"`` if not recorded)."""
     return " / ".join("timed out" if mhz is None else f"{mhz:.1f}"
                       for mhz in outcome.get("seeds_mhz", ())) or "-"
-
-
-def fmax_markdown(units: Sequence[Unit], targets: Sequence[str],
-                  results: dict[tuple[str, str], dict],
-                  failures: Sequence[Failure], versions: Sequence[str]) -> str:
-    lines = [
-        "# Fmax report",
-        "",
-        f"{'; '.join(versions)}. Achieved Fmax of `clk` from nextpnr: the median of seeds "
-        f"{', '.join(map(str, SEEDS))} (each seed's figure in `seeds MHz`; goal "
-        f"{TARGET_FREQUENCY_MHZ} MHz, timing allowed to fail) with each unit inside a "
-        "registered wrapper (scan chain in, registered outputs folded by a pipelined XOR "
-        "tree out; see `fpga/fmax.py`). Resources are nextpnr's utilization and include "
-        "the wrapper's flip-flops (`wrapper FF`); LC is an iCE40 logic cell (LUT4 + FF).",
-        "",
-        fmax_table(units, targets, results, failures),
-        "",
-        "| target | device | Yosys | nextpnr options |",
-        "|---|---|---|---|",
-    ]
-    for target in targets:
-        spec = FMAX_TARGETS[target]
-        lines.append(f"| {target} | {spec.device} | `{spec.synth_command}` | "
-                     f"`{' '.join(spec.nextpnr_options)}` |")
-    return "\n".join(lines) + "\n"
-
-
-def fmax_csv(units: Sequence[Unit], targets: Sequence[str],
-             results: dict[tuple[str, str], dict]) -> str:
-    """Long-format CSV: one row per unit x target x metric (failed runs left out)."""
-    return long_csv(units, targets, results, lambda result: {
-        "fmax_mhz": f"{result['fmax_mhz']:.2f}",
-        **{f"fmax_mhz_seed{seed}": f"{mhz:.2f}"
-           for seed, mhz in zip(SEEDS, result.get("seeds_mhz", ())) if mhz is not None},
-        **result["resources"],
-        "wrapper_ff": result["wrapper_ff"]})
 
 
 # --------------------------------------------------------------------------- command line
@@ -527,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=Path("build"),
                         help="build directory (default: build)")
     arguments = parser.parse_args(argv)
+    from fpga.fmax_report import fmax_csv, fmax_markdown, fmax_table  # it imports this module
     build_dir: Path = arguments.build_dir
     targets = [t for t in FMAX_TARGETS if t in (arguments.target or DEFAULT_TARGETS)]
     try:
