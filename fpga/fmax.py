@@ -228,7 +228,7 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
              run_dir, "yosys", run_dir / "yosys.log", timeout_s)
     if not (run_dir / "net.json").is_file():
         raise FmaxError(f"yosys wrote no net.json{log_tail(run_dir / 'yosys.log')}")
-    seeds_mhz, resources, timeout = [], {}, None
+    seeds_mhz, resources = [], {}
     for seed in seeds:
         report, log = f"report-s{seed}.json", f"nextpnr-s{seed}.log"
         nextpnr_command = [
@@ -239,23 +239,20 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
         ]
         try:
             _run(nextpnr_command, run_dir, f"nextpnr (seed {seed})", run_dir / log, timeout_s)
-        except FmaxTimeout as error:
-            # A seed not routed in time counts as the slowest of the seeds (None).
-            timeout = error
+        except FmaxTimeout:
+            # A seed not routed in time counts as the slowest of the seeds (None); once they
+            # reach the median, the other seeds cannot give one.
             seeds_mhz.append(None)
+            if seeds_mhz.count(None) > (len(seeds) - 1) // 2:
+                raise
             continue
         fmax_mhz, seed_resources = read_report(run_dir / report, spec, run_dir / log)
         seeds_mhz.append(fmax_mhz)
         resources = resources or seed_resources
     seconds = time.perf_counter() - started
-    placed = sorted(mhz for mhz in seeds_mhz if mhz is not None)
-    # The median with the seeds not routed in time below every other: None when they are
-    # half or more.
-    slowest_first = [None] * (len(seeds_mhz) - len(placed)) + placed
-    middle = slowest_first[(len(slowest_first) - 1) // 2:len(slowest_first) // 2 + 1]
-    if timeout is not None and None in middle:
-        raise timeout
-    return FmaxResult(unit.name, target, median(middle), resources,
+    # The median with the seeds not routed in time below every other (fewer than half here).
+    slowest_first = [0.0 if mhz is None else mhz for mhz in seeds_mhz]
+    return FmaxResult(unit.name, target, median(slowest_first), resources,
                       ports.wrapper_flip_flops, seconds, run_dir, tuple(seeds_mhz))
 
 
