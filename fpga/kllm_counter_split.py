@@ -1,6 +1,6 @@
 """Area split of ``kllm_idx_counter`` into the blocks of KLLM section IV-B, beside Table I.
 
-``python -m fpga counter-split [--config kllm-w3a3] [--set banks=1] [--build-dir build]``
+``python -m fpga counter-split [--config w3a3-64bins] [--set banks=1] [--build-dir build]``
 
 The counter is generated with ``keep_blocks`` (the same circuit, with the decode, bit counters,
 accumulation and readout as submodules) and synthesized once per target with the hierarchy kept
@@ -105,7 +105,7 @@ def split(params, build_dir):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fpga counter-split",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="kllm-w3a3")
+    parser.add_argument("--config", default="w3a3-64bins")
     parser.add_argument("--set", action="append", default=[], metavar="K=V")
     parser.add_argument("--build-dir", default="build")
     args = parser.parse_args(argv)

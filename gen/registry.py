@@ -176,7 +176,7 @@ UNITS = {
                 "kllm-a3": {"n_inputs": 16, "idx_bits": 7, "mode": "kk", "max_len": 4096},
                 # Not a KLLM configuration (KLLM-A3 is W4A3): 3-bit x 3-bit indices, 64 bins,
                 # the smallest kk counter at K = 4096, for benches and studies.
-                "kllm-w3a3": {"n_inputs": 16, "idx_bits": 6, "mode": "kk", "max_len": 4096},
+                "w3a3-64bins": {"n_inputs": 16, "idx_bits": 6, "mode": "kk", "max_len": 4096},
                 # Integer x K-Means (attention scores x V, Fig. 3(b)): V's 4-bit K-Means indices,
                 # 4-bit integer scores as "+n" weights.
                 "kllm-ik-a4": {"n_inputs": 16, "idx_bits": 4, "mode": "ik", "weight_bits": 4,
@@ -185,11 +185,9 @@ UNITS = {
             testbench="verif.tb_kllm_idx_counter",
             golden="golden.beats:kllm_idx_counter",
             doc="docs/units/kllm_idx_counter.md",
-            # The 256-bin KLLM-A4 counter maps to about 27,000 LUT4s: beyond the UP5K and the
-            # ECP5 25F (area only here); the 64-bin counter is placed. Being replaced by the
-            # kllm-a4 and kllm-a3 rows, both placed, with the next published report (the
-            # 64-bin configuration is no KLLM configuration: KLLM-A3 is W4A3).
-            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3")),
+            # KLLM's two configurations, both placed (the 256-bin one, about 27,000 LUT4s, on
+            # the ECP5 85F: it fits neither the UP5K nor the 25F).
+            report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3")),
             benchmark="verif.benchmarks:counter_table",
             result="index",
             rate=lambda p: p["n_inputs"],
@@ -207,7 +205,7 @@ UNITS = {
                 # W4A3 (KLLM-A3).
                 "kllm-a3": {"a_bits": 3, "b_bits": 4, "mode": "kk"},
                 # Not a KLLM configuration (KLLM-A3 is W4A3): 3-bit x 3-bit indices, 64 bins.
-                "kllm-w3a3": {"a_bits": 3, "b_bits": 3, "mode": "kk"},
+                "w3a3-64bins": {"a_bits": 3, "b_bits": 3, "mode": "kk"},
                 # Integer x K-Means (attention scores x V, Fig. 3(b)): 4-bit activation
                 # indices, 4-bit integer weights.
                 "kllm-ik-a4": {"a_bits": 4, "mode": "ik", "weight_bits": 4},
@@ -215,11 +213,8 @@ UNITS = {
             testbench="verif.tb_kllm_column",
             golden="golden.beats:kllm_column",
             doc="docs/units/kllm_column.md",
-            # The 256-bin column holds the 256-bin counter (beyond the ECP5 25F): area only
-            # here; the 64-bin column and the Integer x K-Means column are placed. Being
-            # replaced by kllm-a4, kllm-a3 and kllm-ik-a4 rows, all placed, with the next
-            # published report.
-            report=(ReportConfig("kllm-a4", fmax=False), ReportConfig("kllm-w3a3"),
+            # KLLM's configurations, all placed (the 256-bin column on the ECP5 85F).
+            report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3"),
                     ReportConfig("kllm-ik-a4")),
             summary="KLLM index-based MatMul column: Concat, counter, FP32 codebook weighted sum",
             result="MAC",
@@ -388,7 +383,7 @@ UNITS = {
             # The other reading of "an FP16 MAC" beside the FP32-accumulating one (the derived
             # baseline of these rows): the ratio table shows both.
             report=(ReportConfig("fp16-acc", baseline_of=(
-                "p3_pe@p3-pcu-pe", "kllm_column@kllm-a4", "kllm_column@kllm-w3a3",
+                "p3_pe@p3-pcu-pe", "kllm_column@kllm-a4", "kllm_column@kllm-a3",
                 "kllm_column@kllm-ik-a4")),),
             result="MAC",
             rate=lambda p: 1,

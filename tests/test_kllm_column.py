@@ -90,7 +90,7 @@ BENCH_CONFIGS = [
                  id="kk-16bins-maxlen40-pipeline0"),
     pytest.param(None, {"a_bits": 2, "b_bits": 2}, 300, marks=pytest.mark.large,
                  id="kk-16bins"),
-    pytest.param("kllm-w3a3", {}, 150, id="kllm-w3a3"),
+    pytest.param("w3a3-64bins", {}, 150, id="w3a3-64bins"),
     pytest.param("kllm-ik-a4", {}, 300, id="kllm-ik-a4"),
     pytest.param(None, {"mode": "ik", "a_bits": 2, "weight_bits": 3, "n_inputs": 5,
                         "max_len": 16, "pipeline": 0}, 300,
@@ -115,7 +115,7 @@ def test_bench(config, params, reductions):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("config,mode,a_bits,b_bits", [
-    ("kllm-w3a3", "kk", 3, 3), ("kllm-ik-a4", "ik", 4, None),
+    ("w3a3-64bins", "kk", 3, 3), ("kllm-ik-a4", "ik", 4, None),
 ])
 def test_rtl_equals_the_float_matmul_of_the_dequantized_operands(config, mode, a_bits, b_bits):
     """KLLM Fig. 3 through the RTL: K-Means-quantized activations (outliers masked, Fig. 5) and

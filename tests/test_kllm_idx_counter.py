@@ -102,7 +102,7 @@ BENCH_CONFIGS = [
     # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
     pytest.param({}, 40, id="kllm-a4-256bins"),
     pytest.param({"idx_bits": 6}, 100, marks=pytest.mark.large,
-                 id="kllm-w3a3"),
+                 id="w3a3-64bins"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),
     # 2,000 reductions in each mode under backpressure; small bins keep the readout short.
     pytest.param({"idx_bits": 4}, 2000, marks=pytest.mark.large,
@@ -120,7 +120,7 @@ BENCH_CONFIGS = [
     # One bank (the input waits for every readout), at the default depth and at pipeline 0, in
     # both modes; odd lane counts leave partial groups of lanes.
     pytest.param({"idx_bits": 6, "banks": 1}, 100, marks=pytest.mark.large,
-                 id="kllm-w3a3-banks1"),
+                 id="w3a3-64bins-banks1"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4, "banks": 1}, 500,
                  marks=pytest.mark.large,
                  id="ik-16bins-banks1"),

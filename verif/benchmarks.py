@@ -15,7 +15,7 @@ __all__ = ["counter_table", "oaken_table", "orizuru_table"]
 COUNTER_BENCHMARKS = [
     ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
     ("kllm-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 1024}),
-    ("kllm-w3a3", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
+    ("w3a3-64bins", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
     ("kllm-ik-a4", {"QLLM_COLUMNS": 16, "QLLM_K": 4096}),
 ]
 
