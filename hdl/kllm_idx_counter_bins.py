@@ -1,6 +1,6 @@
 """The bins of the KLLM Index Distribution Counter
 (:class:`hdl.kllm_idx_counter.KllmIdxCounter`; KLLM IV-B): per lane the one-hot plane over the
-bins, the bit counters (4-lane partial sums on bit planes, then the per-bin adder tree), the
+bins, the bit counters (lane groups' partial sums on bit planes, then the per-bin adder tree), the
 accumulators and the readout bank."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
@@ -93,8 +93,9 @@ class _Bins(wiring.Component):
 
     Per lane, its one-hot plane over the bins (bit b is the AND of the chunk lines that b
     selects; with ``sliced``, also of the lane's ``select`` line, its top chunk's line of this
-    part). Per group of 4 lanes, the first two levels of every bin's adder tree as bit planes
-    (``kk``: a 4:3 counter of the planes; ``ik``: bit k is the OR of the planes of the lanes
+    part). Per lane group (``counter.lane_groups``), the first level(s) of every bin's adder
+    tree as bit planes (``kk``: the pair's count of the planes; ``ik``: bit k is the OR of the
+    planes of the lanes
     whose ``carried`` weight has bit k set, the leaders' planes being disjoint). Then the cut
     after them (``partial``), the per-bin adder tree, the cut before the accumulators
     (``accumulate``), and the accumulators and bank of the counter's ``bank_kind``. Every
@@ -166,7 +167,7 @@ class _Bins(wiring.Component):
                 term = Mux(self.select[lane], term, 0)
             planes.append(named(dec, term, f"plane_{lane}"))
 
-        # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
+        # Per lane group (the first level(s) of each bin's adder tree), the group's
         # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
         # bit j of the partial sum of every bin. Cut after them when asked ("partial").
         groups, offset = [], 0
@@ -248,11 +249,18 @@ class _Bins(wiring.Component):
                 rd.d.sync += readout.eq(total)
             rd.d.comb += self.count.eq(readout.word_select(self.pointer, width))
         elif kind == "shift":
-            # acc <= clear ? 0 : acc + contribution; the bank loads the sums or shifts.
+            # The `last` beat's sums load the bank, and the accumulators clear in the same
+            # cycle: `clear` (the bank's load flip-flop, high only when the front advances)
+            # takes precedence over the clock enable, so the clear is the flip-flops' own
+            # synchronous reset. Gated by the enable instead (`If(ce): acc <= clear ? 0 :
+            # sum`) it cost one LUT per accumulator bit on ECP5, which has no reset below the
+            # enable (measured: 13 LUT4 a bin). The bank loads the sums or shifts.
             readout = Signal(self.bins * width, name="readout", reset_less=True)
             total = sums(acc)
-            with accm.If(self.ce):
-                accm.d.sync += acc.eq(Mux(self.clear, 0, total))
+            with accm.If(self.clear):
+                accm.d.sync += acc.eq(0)
+            with accm.Elif(self.ce):
+                accm.d.sync += acc.eq(total)
             with rd.If(self.bank_enable):
                 with rd.If(self.bank_load):
                     rd.d.sync += readout.eq(total)

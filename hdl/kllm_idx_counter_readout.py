@@ -72,9 +72,10 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
 
     * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
       skid buffer (``source`` -> ``o``), so ``o.ready`` reaches no clock enable.
-    * ``acc <= last ? 0 : acc + contribution``: the `last` beat clears the accumulators
-      (the select is the ``contrib.valid`` flop, after the carry chain) and loads the sums
-      into the readout bank.
+    * The `last` beat loads the sums into the readout bank and clears the accumulators: the
+      clear is the ``bank_load`` flip-flop (``contrib.valid & bank_free``, the cycles in which
+      the `last` beat leaves the front), a synchronous reset over the accumulators' clock
+      enable.
     * The decisions that fan out to a thousand flip-flops come from flip-flops: whether the
       bank is free (``bank_free``: it enters the front's clock enable), whether it loads
       (``bank_load``, its select) and whether it changes at all (``bank_enable``, its clock
@@ -148,11 +149,11 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
         m.d.sync += [pointer.eq(pointer + 1),
                      penultimate.eq(pointer == counter.bins - 3 if counter.bins > 2 else 0)]
     for part in parts:
-        m.d.comb += [part.clear.eq(contrib.valid), part.bank_enable.eq(bank_enable),
+        m.d.comb += [part.clear.eq(bank_load), part.bank_enable.eq(bank_enable),
                      part.bank_load.eq(bank_load)]
     _chain(m, parts)
     invariant(m, platform, contrib_idle == ~contrib.valid, front.ce == front.advance,
-              name="bank_control")
+              bank_load == (contrib.valid & bank_free), name="bank_control")
 
 
 def single_bank(counter, m, front, contrib, parts, source, busy):

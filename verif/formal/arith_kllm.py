@@ -49,11 +49,11 @@ Shapes (the default, 16 lanes of 8-bit indices, is 256 bins of 13-bit counts: ou
   ``count_bits``-wide slots. Both modes, ``pipeline`` 0 and the default (3), 1 and 2 banks,
   by PDR (:data:`PDR_ROWS`) and framed (:data:`FRAMED_ROWS`, which also has ``pipeline`` 1
   and 2, 2 banks).
-* the lane shape :data:`LANE_SHAPE` (5 lanes, 1 index bit), framed: lanes 0-3 are one full
-  group (``kk``: the 4:3 counter of the planes; ``ik``: the equal-index merge of all 6 lane
-  pairs into the leader's carried weight) and lane 4 a second group, so the per-bin adder tree
-  above the groups is in the proof. 16 lanes are 4 such groups and one more level of the same
-  :func:`~hdl.arith.adder_tree`.
+* the lane shape :data:`LANE_SHAPE` (5 lanes, 1 index bit), framed: ``kk`` forms the counts
+  of the lane pairs 0-1 and 2-3 and of lane 4 alone; ``ik`` has lanes 0-3 as one full group
+  (the equal-index merge of all 6 lane pairs into the leader's carried weight) and lane 4 a
+  second; either way the per-bin adder tree above the groups is in the proof. 16 lanes are
+  more such groups and more levels of the same :func:`~hdl.arith.adder_tree`.
 * :data:`WIDE_SHAPE`: ``kk`` at the default 16 lanes (2 bins, single-beat reductions), framed.
 
 Times (one proof at a time, 2 cores shared with other engineers' proofs, load average 5 to
