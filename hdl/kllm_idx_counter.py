@@ -113,10 +113,11 @@ class KllmIdxCounter(wiring.Component):
           the bank's free/load/enable decisions are flip-flops computed one cycle ahead.
           Latency 4.
         * 2: plus a register after the partial sums of every bin's bit counter (adder tree):
-          the 2-lane counts in ``kk``, the 4-lane weighted sums in ``ik``. Latency 5.
+          in ``kk`` the lane pairs' counts and, one stage later, the 4-lane sums formed from
+          them (latency 6); in ``ik`` the 4-lane weighted sums (latency 5).
         * 3: the input register holds the predecoded index (one-hot lines of each 4-bit chunk,
           the mask ANDed in) instead of the raw index: one LUT before the input register, the
-          decode off the bit-counter path. Latency 5, as for 2. In ``ik`` the equal-index
+          decode off the bit-counter path. Latency as for 2 (``kk`` 6). In ``ik`` the equal-index
           flags of each group's lane pairs are also compared in front of the input register,
           and the carried weights (the merge's adders) get a register stage of their own
           (latency 6).
@@ -206,8 +207,10 @@ class KllmIdxCounter(wiring.Component):
         self.cuts = PIPELINE_CUTS[self.pipeline]
         #: ik with the decode cut: the carried weights get a register of their own.
         self.carry_stage = self.mode == "ik" and "decode" in self.cuts
+        #: kk with the partial cut: the pair counts and then the 4-lane sums are registered.
+        self.pair_stage = self.mode == "kk" and "partial" in self.cuts
         self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
-                             + int(self.carry_stage))
+                             + int(self.carry_stage) + int(self.pair_stage))
         #: Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its
         #: histogram being valid on ``o`` (with ``o.ready`` high and the readout bank free).
         self.latency = self.front_stages + 1 + ("readout" in self.cuts)

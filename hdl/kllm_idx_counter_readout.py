@@ -73,8 +73,9 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
     * The readout bank is a shift register read at bin 0 (no wide multiplexer) behind a
       skid buffer (``source`` -> ``o``), so ``o.ready`` reaches no clock enable.
     * The `last` beat loads the sums into the readout bank and clears the accumulators: the
-      clear is the ``bank_load`` flip-flop (``contrib.valid & bank_free``, the cycles in which
-      the `last` beat leaves the front), a synchronous reset over the accumulators' clock
+      clear is ``acc_clear``, a copy of the ``bank_load`` flip-flop (``contrib.valid &
+      bank_free``, the cycles in which the `last` beat leaves the front) that is high after a
+      reset (the accumulators' only reset), a synchronous reset over the accumulators' clock
       enable.
     * The decisions that fan out to a thousand flip-flops come from flip-flops: whether the
       bank is free (``bank_free``: it enters the front's clock enable), whether it loads
@@ -89,6 +90,9 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
     bank_free = Signal(init=1)    # == ~busy | (source.ready & at_last_bin)
     bank_load = Signal()          # == contrib.valid & bank_free
     bank_enable = Signal()        # == bank_load | (busy & source.ready)
+    # == bank_load but in the cycle after a reset, where it clears the accumulators (their
+    # reset); its reset value keeps synthesis from merging it with bank_load.
+    acc_clear = Signal(init=1)
 
     # bank_free enters the front's clock enable (a net of high fan-out, long routes); the
     # control's next state and the counter's i.ready read its inverted copy `bank_held`
@@ -141,6 +145,7 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
         bank_free.eq(free_next),
         bank_held.eq(~free_next),
         bank_load.eq(load_next),
+        acc_clear.eq(load_next),
         bank_enable.eq(load_next | (busy_next & ready_next)),
     ]
     with m.If(end_of_reduction):
@@ -149,11 +154,12 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
         m.d.sync += [pointer.eq(pointer + 1),
                      penultimate.eq(pointer == counter.bins - 3 if counter.bins > 2 else 0)]
     for part in parts:
-        m.d.comb += [part.clear.eq(bank_load), part.bank_enable.eq(bank_enable),
+        m.d.comb += [part.clear.eq(acc_clear), part.bank_enable.eq(bank_enable),
                      part.bank_load.eq(bank_load)]
     _chain(m, parts)
     invariant(m, platform, contrib_idle == ~contrib.valid, front.ce == front.advance,
-              bank_load == (contrib.valid & bank_free), name="bank_control")
+              bank_load == (contrib.valid & bank_free), acc_clear | ~bank_load,
+              name="bank_control")
 
 
 def single_bank(counter, m, front, contrib, parts, source, busy):
