@@ -112,12 +112,11 @@ class KllmIdxCounter(wiring.Component):
           :class:`~hdl.stream_stage.SkidBuffer` (registered ready and output), and
           the bank's free/load/enable decisions are flip-flops computed one cycle ahead.
           Latency 4.
-        * 2: plus a register after the partial sums of every bin's bit counter (adder tree):
-          in ``kk`` the lane pairs' counts and, one stage later, the 4-lane sums formed from
-          them (latency 6); in ``ik`` the 4-lane weighted sums (latency 5).
+        * 2: plus a register after the 4-lane partial sums of every bin's bit counter (adder
+          tree). Latency 5.
         * 3: the input register holds the predecoded index (one-hot lines of each 4-bit chunk,
           the mask ANDed in) instead of the raw index: one LUT before the input register, the
-          decode off the bit-counter path. Latency as for 2 (``kk`` 6). In ``ik`` the equal-index
+          decode off the bit-counter path. Latency 5, as for 2. In ``ik`` the equal-index
           flags of each group's lane pairs are also compared in front of the input register,
           and the carried weights (the merge's adders) get a register stage of their own
           (latency 6).
@@ -129,14 +128,13 @@ class KllmIdxCounter(wiring.Component):
     Construction (elaboration time, issue 15): the netlist is built from few, wide
     operations. Per lane, its predecode lines are one vector (the comparators of each 4-bit
     chunk, the mask ANDed into the smallest chunk's) and its one-hot "plane" over the bins
-    one vector (the chunk lines ANDed bin-block by bin-block). The first level(s) of every
-    bin's adder tree (the partial sums of a lane group, :attr:`lane_groups`) are computed for
-    all bins at once on bit planes: in ``kk`` the count of a lane pair (sum and carry of the
-    two planes); in ``ik`` the 4-lane group's lanes with equal indices
+    one vector (the chunk lines ANDed bin-block by bin-block). The first two levels of every
+    bin's adder tree (4-lane partial sums) are computed for all bins at once on bit planes: a
+    4:3 counter of the lanes' planes in ``kk``; in ``ik`` the group's lanes with equal indices
     are first merged as scalars (the first such lane carries their summed weight, the others 0), so
     that bit k of every bin's partial sum is the OR of the planes of the lanes whose carried
     weight has bit k set. Stage registers, accumulators and readout bank are packed signals.
-    The per-bin adder tree above the groups, the cuts and the control are as before.
+    The per-bin adder tree above the 4-lane groups, the cuts and the control are as before.
     Above 8 index bits the bins are built in parts of 256
     (:class:`~hdl.kllm_idx_counter_bins._Bins`, one per value of the top index chunk), the
     same circuit emitted once as a Verilog module (:attr:`shared_modules`) and instantiated 2
@@ -207,10 +205,8 @@ class KllmIdxCounter(wiring.Component):
         self.cuts = PIPELINE_CUTS[self.pipeline]
         #: ik with the decode cut: the carried weights get a register of their own.
         self.carry_stage = self.mode == "ik" and "decode" in self.cuts
-        #: kk with the partial cut: the pair counts and then the 4-lane sums are registered.
-        self.pair_stage = self.mode == "kk" and "partial" in self.cuts
         self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
-                             + int(self.carry_stage) + int(self.pair_stage))
+                             + int(self.carry_stage))
         #: Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its
         #: histogram being valid on ``o`` (with ``o.ready`` high and the readout bank free).
         self.latency = self.front_stages + 1 + ("readout" in self.cuts)
@@ -276,7 +272,7 @@ class KllmIdxCounter(wiring.Component):
         # The construction below works on whole vectors rather than single bits, so that the
         # netlist has few, wide operations (elaboration time; SPEC section 0 via issue 15):
         # per lane one vector of predecode lines, per lane one `bins`-bit one-hot "plane", per
-        # lane group the bit planes of its count, and packed stage registers.
+        # group of 4 lanes the bit planes of its count, and packed stage registers.
         chunk_bits = [min(4, self.idx_bits - lo) for lo in range(0, self.idx_bits, 4)]
         sizes = [1 << bits for bits in chunk_bits]
         smallest = sizes.index(min(sizes))           # the chunk whose lines carry the mask
@@ -409,10 +405,6 @@ class KllmIdxCounter(wiring.Component):
 
     @property
     def lane_groups(self):
-        """The lanes of each group whose partial sums are formed first, on bit planes over all
-        bins: pairs in ``kk`` (a pair's count, 0..2, is two 4-input functions of the lanes'
-        predecode lines: one LUT4 each on an FPGA, 7 LUT4 fewer per bin than 4-lane 4:3
-        counters, measured), 4 lanes in ``ik`` (the equal-index merge)."""
+        """The lanes of each group of 4 (the first two levels of every bin's adder tree)."""
         n = self.n_inputs
-        size = 2 if self.mode == "kk" else 4
-        return [list(range(g, min(g + size, n))) for g in range(0, n, size)]
+        return [list(range(g, min(g + 4, n))) for g in range(0, n, 4)]

@@ -1,6 +1,6 @@
 """The bins of the KLLM Index Distribution Counter
 (:class:`hdl.kllm_idx_counter.KllmIdxCounter`; KLLM IV-B): per lane the one-hot plane over the
-bins, the bit counters (lane groups' partial sums on bit planes, then the per-bin adder tree), the
+bins, the bit counters (4-lane partial sums on bit planes, then the per-bin adder tree), the
 accumulators and the readout bank."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
@@ -48,30 +48,6 @@ def _count_planes(m, planes, name):
             net(m, (p & q) | (t & (p | q)), f"{name}_s2")]
 
 
-def _add_planes(m, a, b, name):
-    """Bit planes (least significant first) of the sum of two numbers given as bit planes
-    ``a`` and ``b``, bin by bin: a ripple of full adders on whole vectors (combinational)."""
-    net = named
-    out, carry = [], None
-    for k in range(max(len(a), len(b))):
-        terms = [t for t in (a[k] if k < len(a) else None, b[k] if k < len(b) else None, carry)
-                 if t is not None]
-        if len(terms) == 1:
-            out.append(terms[0])
-            carry = None
-            continue
-        x = net(m, terms[0] ^ terms[1], f"{name}_x{k}")
-        if len(terms) == 2:
-            total, carry = x, net(m, terms[0] & terms[1], f"{name}_c{k}")
-        else:
-            total = x ^ terms[2]
-            carry = net(m, (terms[0] & terms[1]) | (x & terms[2]), f"{name}_c{k}")
-        out.append(net(m, total, f"{name}_s{k}"))
-    if carry is not None:
-        out.append(carry)
-    return out
-
-
 def _group_sum_width(weight_bits, lanes):
     """Width of the weighted sum of a group of ``lanes`` (two's complement)."""
     return weight_bits + (len(lanes) - 1).bit_length()
@@ -117,9 +93,8 @@ class _Bins(wiring.Component):
 
     Per lane, its one-hot plane over the bins (bit b is the AND of the chunk lines that b
     selects; with ``sliced``, also of the lane's ``select`` line, its top chunk's line of this
-    part). Per lane group (``counter.lane_groups``), the first level(s) of every bin's adder
-    tree as bit planes (``kk``: the pair's count of the planes; ``ik``: bit k is the OR of the
-    planes of the lanes
+    part). Per group of 4 lanes, the first two levels of every bin's adder tree as bit planes
+    (``kk``: a 4:3 counter of the planes; ``ik``: bit k is the OR of the planes of the lanes
     whose ``carried`` weight has bit k set, the leaders' planes being disjoint). Then the cut
     after them (``partial``), the per-bin adder tree, the cut before the accumulators
     (``accumulate``), and the accumulators and bank of the counter's ``bank_kind``. Every
@@ -191,7 +166,7 @@ class _Bins(wiring.Component):
                 term = Mux(self.select[lane], term, 0)
             planes.append(named(dec, term, f"plane_{lane}"))
 
-        # Per lane group (the first level(s) of each bin's adder tree), the group's
+        # Per group of 4 lanes (the first two levels of each bin's adder tree), the group's
         # count (kk) or weighted sum (ik) for every bin at once, as bit planes: plane j holds
         # bit j of the partial sum of every bin. Cut after them when asked ("partial").
         groups, offset = [], 0
@@ -217,16 +192,6 @@ class _Bins(wiring.Component):
             # bit selects of a signal.
             groups = [[stage(p, f"partial_{g}_{j}", btc) for j, p in enumerate(group)]
                       for g, group in enumerate(groups)]
-            if c.pair_stage:
-                # kk: the registered pair counts are added two by two on bit planes (one LUT
-                # level: each sum bit is a function of at most four registered bits) and
-                # registered again, so that the per-bin adder tree below starts from 4-lane
-                # sums as before.
-                groups = [_add_planes(btc, *groups[g:g + 2], f"quad{g // 2}")
-                          if g + 1 < len(groups) else groups[g]
-                          for g in range(0, len(groups), 2)]
-                groups = [[stage(p, f"quad_{g}_{j}", btc) for j, p in enumerate(group)]
-                          for g, group in enumerate(groups)]
 
         # Per bin: the adder tree over the groups' partial sums (levels 3 and up), then the cut
         # before the accumulators (one packed register of every bin's contribution).
@@ -289,9 +254,8 @@ class _Bins(wiring.Component):
         elif kind == "shift":
             # The `last` beat's sums load the bank, and the accumulators clear in the same
             # cycle: `clear` (a copy of the bank's load flip-flop, high only when the front
-            # advances, and in the cycle after a reset)
-            # takes precedence over the clock enable, so the clear is the flip-flops' own
-            # synchronous reset. Gated by the enable instead (`If(ce): acc <= clear ? 0 :
+            # advances, and in the cycle after a reset) takes precedence over the clock
+            # enable, so the clear is the flip-flops' own synchronous reset. Gated by the enable instead (`If(ce): acc <= clear ? 0 :
             # sum`) it cost one LUT per accumulator bit on ECP5, which has no reset below the
             # enable (measured: 13 LUT4 a bin). The bank loads the sums or shifts.
             readout = Signal(self.bins * width, name="readout", reset_less=True)

@@ -61,7 +61,7 @@ def test_paper_configuration_widths():
     assert KllmIdxCounter(mode="ik", idx_bits=4).count_bits == 16
 
 
-@pytest.mark.parametrize("pipeline,latency", [(0, 2), (1, 4), (2, 6), (3, 6)])
+@pytest.mark.parametrize("pipeline,latency", [(0, 2), (1, 4), (2, 5), (3, 5)])
 def test_latency_follows_the_pipeline_depth(pipeline, latency, tmp_path):
     import json
 
