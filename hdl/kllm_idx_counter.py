@@ -106,7 +106,7 @@ class KllmIdxCounter(wiring.Component):
         * 1: plus a register per bin before the accumulator (the beat's contribution), so the
           accumulator recurrence is one adder; the `last` beat clears the accumulators instead
           of a ``fresh`` multiplexer in front of the adders (a synchronous clear taking
-          precedence over the clock enable, driven by the bank's load flip-flop, so that it
+          precedence over the clock enable, from a copy of the bank's load flip-flop, so that it
           maps onto the flip-flops' own reset). The readout bank becomes a shift
           register read at bin 0 (no wide multiplexer) behind a
           :class:`~hdl.stream_stage.SkidBuffer` (registered ready and output), and

@@ -255,9 +255,10 @@ class _Bins(wiring.Component):
             # The `last` beat's sums load the bank, and the accumulators clear in the same
             # cycle: `clear` (a copy of the bank's load flip-flop, high only when the front
             # advances, and in the cycle after a reset) takes precedence over the clock
-            # enable, so the clear is the flip-flops' own synchronous reset. Gated by the enable instead (`If(ce): acc <= clear ? 0 :
-            # sum`) it cost one LUT per accumulator bit on ECP5, which has no reset below the
-            # enable (measured: 13 LUT4 a bin). The bank loads the sums or shifts.
+            # enable, so the clear is the flip-flops' own synchronous reset. Gated by the
+            # enable instead (`If(ce): acc <= clear ? 0 : sum`) it cost one LUT per
+            # accumulator bit on ECP5, which has no reset below the enable (measured: 13 LUT4
+            # a bin). The bank loads the sums or shifts.
             readout = Signal(self.bins * width, name="readout", reset_less=True)
             total = sums(acc)
             with accm.If(self.clear):
