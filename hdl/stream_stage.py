@@ -29,6 +29,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .invariants import invariant
 from .params import check_int
 
 __all__ = ["output_register", "StallPipeline", "SkidBuffer", "PingPongBuffer", "check_pipeline",
@@ -398,8 +399,9 @@ class PingPongBuffer(wiring.Component):
     Where a :class:`SkidBuffer`'s output and skid registers load on ``~o.valid | o.ready``
     (a consumer's clock enable fanned out to every payload bit), here entry ``k`` loads when a
     beat transfers on ``i`` and the write pointer is ``k``; ``o.payload`` is the entry at the
-    read pointer (a 2:1 multiplexer of flip-flops). ``i.ready`` is ``occupancy < 2`` (a
-    flip-flop comparison) and ``o.valid`` is ``occupancy > 0``. Full throughput: with ``o.ready``
+    read pointer (a 2:1 multiplexer of flip-flops). The occupancy is two flip-flops, ``o.valid``
+    (at least one entry) and ``full`` (two), with ``i.ready`` = ``~full``: both handshakes come
+    from flip-flops with no logic between. Full throughput: with ``o.ready``
     high one beat per cycle in and out, one cycle from a transfer on ``i`` to ``o.valid``.
 
     Parameters
@@ -427,12 +429,12 @@ class PingPongBuffer(wiring.Component):
         entries = [Signal.like(self.i.payload, name=f"entry{k}", reset_less=True)
                    for k in range(2)]
         write, read = Signal(), Signal()
-        occupancy = Signal(range(3))
+        nonempty, full = Signal(), Signal()
         push = self.i.valid & self.i.ready
         pop = self.o.valid & self.o.ready
         m.d.comb += [
-            self.i.ready.eq(occupancy != 2),
-            self.o.valid.eq(occupancy != 0),
+            self.i.ready.eq(~full),
+            self.o.valid.eq(nonempty),
             self.o.payload.eq(Mux(read, entries[1], entries[0])),
         ]
         for k, entry in enumerate(entries):
@@ -442,5 +444,8 @@ class PingPongBuffer(wiring.Component):
             m.d.sync += write.eq(~write)
         with m.If(pop):
             m.d.sync += read.eq(~read)
-        m.d.sync += occupancy.eq(occupancy + push - pop)
+        # The occupancy (0, 1, 2) plus push minus pop, as its two flags.
+        m.d.sync += [nonempty.eq(push | full | (nonempty & ~pop)),
+                     full.eq(~pop & (full | (nonempty & push)))]
+        invariant(m, platform, nonempty | ~full, name="occupancy")
         return m

