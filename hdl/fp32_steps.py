@@ -250,9 +250,9 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     register) and the number of registers inserted.
 
     Steps: (compare) the exponent comparison and both saturated exponent differences; (mask)
-    the operands ordered by exponent, and the significand bits that the shift moves out;
-    (align) the other significand shifted right by it into 27 bits, the bits shifted out ORed
-    into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two
+    the operands ordered by exponent, the significand bits that the shift moves out, and the
+    other significand shifted right into 27 bits by the shift's multiple of 8; (align) shifted
+    by the rest (0..7 places), the bits shifted out ORed into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two
     differences (computed side by side: only equal exponents can give a negative one); (groups)
     each 4-bit group's non-zero flag and leading zeros; (count) the sum's leading zeros, from
     the first non-zero group; (coarse, shift) normalized to 27 bits, one place right after a
@@ -290,8 +290,8 @@ def fp32_add(m, x, y, *, cuts, name="add"):
 
     # --- mask: the operands ordered, and the significand bits the shift moves out ----------
     masked = Signal(data.StructLayout({
-        "big_sig": 24, "big_exp": 8, "sign": 1, "small_sig": 24, "lost": 24, "shift": 5,
-        "subtract": 1, **flags}), name=f"{name}_mask_next")
+        "big_sig": 24, "big_exp": 8, "sign": 1, "small_sig": 24, "coarse": 27, "lost": 24,
+        "shift": 5, "subtract": 1, **flags}), name=f"{name}_mask_next")
     x, y, x_ge = compare.x, compare.y, compare.x_ge
     subtract = x.sign ^ y.sign
     m.d.comb += [
@@ -308,17 +308,23 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         masked.zero_sign.eq(x.sign & y.sign),
     ]
     # The lost bits: a table of the shift, one small function per bit (no comparator chain).
-    m.d.comb += masked.lost.eq(_lost_mask(masked.shift))
+    # The shift's multiple of 8 is applied here already (a 4:1 selection beside the table);
+    # the align step shifts by the rest.
+    m.d.comb += [
+        masked.lost.eq(_lost_mask(masked.shift)),
+        masked.coarse.eq(Cat(Const(0, 3), masked.small_sig)
+                         >> Cat(Const(0, 3), masked.shift[3:])),
+    ]
     compare = cut(masked, "mask")
 
     # --- align ----------------------------------------------------------------------------
     align = Signal(data.StructLayout({
         "big_sig": 24, "big_exp": 8, "sign": 1, "aligned": 27, "subtract": 1, **flags}),
         name=f"{name}_align_next")
-    # The shifter and, beside it, the sticky bit: the significand's bits under the mask.
-    operand = Cat(Const(0, 3), compare.small_sig)
+    # The shift's remainder (0..7 places) and, beside it, the sticky bit: the significand's
+    # bits under the mask.
     shifted = Signal(27, name=f"{name}_shifted")
-    m.d.comb += shifted.eq(operand >> compare.shift)
+    m.d.comb += shifted.eq(compare.coarse >> compare.shift[:3])
     m.d.comb += align.aligned.eq(Cat(shifted[0] | (compare.small_sig & compare.lost).any(),
                                      shifted[1:]))
     for field in ("big_sig", "big_exp", "sign", "subtract", *flags):
@@ -432,8 +438,9 @@ def fp32_to_fp16(m, x, *, stage=None, name="fp16"):
     carry out of the significand moves to the exponent by itself) and ``E = 0`` for subnormal
     ones (a rounding up to 2^10 is the smallest normal); at or above 0x7C00 the result is an
     infinity. Steps: (exponent) ``E`` and the extra shift from comparisons of ``x.exp`` with
-    constants; (shift) the kept bits and whether to round up, the candidate exponent fields;
-    (round) the 12-bit increment; (pack) the field its top bits select, the infinity check, the
+    constants; (shift) the kept, guard and sticky bits (the sticky one from a mask of the
+    shift, beside the shifter), the candidate exponent fields; (round) whether to round up and
+    the 12-bit increment; (pack) the field its top bits select, the infinity check, the
     classes.
     """
     if stage is None:
@@ -458,7 +465,8 @@ def fp32_to_fp16(m, x, *, stage=None, name="fp16"):
     # Candidate exponent fields (E + 0, 1, 2: the rounded significand's bits 10 and 11 add to
     # E) and whether each is an infinity, computed here so that the last step has one
     # 12-bit increment and a selection.
-    shifted = Signal(data.StructLayout({"kept": 11, "round_up": 1, "field0": 5, "field1": 5,
+    shifted = Signal(data.StructLayout({"kept": 11, "guard": 1, "sticky": 1, "field0": 5,
+                                        "field1": 5,
                                         "field2": 5, "inf0": 1, "inf1": 1, "inf2": 1,
                                         "sign": 1, "zero": 1, "inf": 1, "nan": 1}),
                      name=f"{name}_shift_next")
@@ -466,9 +474,14 @@ def fp32_to_fp16(m, x, *, stage=None, name="fp16"):
     wide = Signal(24 + 12, name=f"{name}_wide")
     m.d.comb += wide.eq(Cat(Const(0, 12), prepared.sig) >> prepared.extra)
     kept = wide[25:36]
+    # The sticky bits (below the guard) from a mask of the shift beside the shifter: the
+    # significand's bits below position 12 + extra.
+    below_guard = Array(Const((1 << min(12 + k, 24)) - 1, 24) for k in range(16))
+    sticky = (prepared.sig & below_guard[prepared.extra]).any()
     m.d.comb += [
         shifted.kept.eq(kept),
-        shifted.round_up.eq(wide[24] & (wide[:24].any() | kept[0])),
+        shifted.guard.eq(wide[24]),
+        shifted.sticky.eq(sticky),
     ]
     for k in range(3):
         m.d.comb += [shifted[f"field{k}"].eq(prepared.field + k),
@@ -483,7 +496,8 @@ def fp32_to_fp16(m, x, *, stage=None, name="fp16"):
                                          "inf0": 1, "inf1": 1, "inf2": 1, "sign": 1,
                                          "zero": 1, "inf": 1, "nan": 1}),
                       name=f"{name}_round_next")
-    m.d.comb += rounding.rounded.eq(shifted.kept + shifted.round_up)
+    round_up = shifted.guard & (shifted.sticky | shifted.kept[0])
+    m.d.comb += rounding.rounded.eq(shifted.kept + round_up)
     for field in ("field0", "field1", "field2", "inf0", "inf1", "inf2", "sign", "zero", "inf",
                   "nan"):
         m.d.comb += rounding[field].eq(shifted[field])

@@ -212,23 +212,16 @@ class KllmColumn(wiring.Component):
         ended = Signal()              # a reduction's last beat was accepted in the cycle before
         ended_before = Signal()       # ... two cycles before
         quiet = Signal(init=1)        # outstanding was 0 in the cycle before
-        # From flip-flops only (the path into the codebook's write enable): `quiet` lags
-        # `outstanding` by a cycle, `ended` and `ended_before` cover the two cycles in which a
-        # finished reduction is not yet counted in it.
         clearing = Signal(init=1)     # the codebook is being cleared after reset
-        # cb.ready is itself a flip-flop (it fans out to the codebook's write enable):
-        # ~clearing & (loading | ~mid_reduction & ~ended & ~ended_before & quiet), loaded
-        # from the next state of each (the *_next signals, set below).
-        cb_ready = Signal()
+        # cb.ready from flip-flops only (one gate; it is off the path from i): `quiet` lags
+        # `outstanding` by a cycle, `ended` and `ended_before` cover the two cycles in which a
+        # finished reduction is not yet counted in it. i_take does not reach it: a load and
+        # a reduction's first beat never meet, as i waits while cb.valid between reductions.
         clearing_next, loading_next, mid_next, ended_next = (
             Signal(name=f"{n}_next") for n in ("clearing", "loading", "mid_reduction", "ended"))
-        quiet_next = outstanding == 0
-        m.d.comb += self.cb.ready.eq(cb_ready)
-        m.d.sync += [
-            ended_before.eq(ended), quiet.eq(quiet_next),
-            cb_ready.eq(~clearing_next & (loading_next | (~mid_next & ~ended_next & ~ended
-                                                          & quiet_next))),
-        ]
+        m.d.comb += self.cb.ready.eq(~clearing & (loading | (~mid_reduction & ~ended
+                                                             & ~ended_before & quiet)))
+        m.d.sync += [ended_before.eq(ended), quiet.eq(outstanding == 0)]
         cb_take = self.cb.valid & self.cb.ready
         # i waits while a load is under way, and while a load waits at a reduction boundary
         # (it goes first once the reductions before it are summed).
@@ -293,7 +286,12 @@ class KllmColumn(wiring.Component):
             ]
 
         # --- codebook ----------------------------------------------------------------------
-        m.submodules.codebook = codebook = Memory(shape=16, depth=self.bins, init=[])
+        # Up to 128 entries the codebook is LUT RAM on FPGAs (ECP5: 32 DPR16X4 at 128): a
+        # block RAM's clock-to-data (DP16KD: 5.8 ns) and the cross-port read-first logic
+        # Yosys adds in front of the entry register limit the clock otherwise.
+        attrs = {"ram_style": "distributed"} if self.bins <= 128 else {}
+        m.submodules.codebook = codebook = Memory(shape=16, depth=self.bins, init=[],
+                                                  attrs=attrs)
         write = codebook.write_port()
         write_pointer = Signal(self.idx_bits)
         write_full = Signal()         # every entry of this load is written: ignore the rest
@@ -314,7 +312,10 @@ class KllmColumn(wiring.Component):
         m.d.sync += clearing.eq(clearing_next)
         with m.If(clearing):
             m.d.sync += clear_pointer.eq(clear_pointer + 1)
-        m.d.comb += [
+        # The write itself lands a cycle later, from registers (the codebook's write port sees
+        # flip-flops only): no read can meet it, as the first bin of a reduction accepted after
+        # the load is read tens of cycles later.
+        m.d.sync += [
             write.addr.eq(Mux(clearing, clear_pointer, write_pointer)),
             write.data.eq(Mux(clearing, 0, self.cb.payload.value)),
             write.en.eq(clearing | writing),
