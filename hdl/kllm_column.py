@@ -8,7 +8,7 @@ The composition and the weighted-sum engine are here; the binary32 steps are in
 :mod:`hdl.fp32_steps`.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -286,13 +286,18 @@ class KllmColumn(wiring.Component):
             ]
 
         # --- codebook ----------------------------------------------------------------------
-        # Up to 128 entries the codebook is LUT RAM on FPGAs (ECP5: 32 DPR16X4 at 128): a
-        # block RAM's clock-to-data (DP16KD: 5.8 ns) and the cross-port read-first logic
-        # Yosys adds in front of the entry register limit the clock otherwise.
-        attrs = {"ram_style": "distributed"} if self.bins <= 128 else {}
-        m.submodules.codebook = codebook = Memory(shape=16, depth=self.bins, init=[],
-                                                  attrs=attrs)
-        write = codebook.write_port()
+        # From 65 to 128 entries the codebook is two banks of 64, selected by the index's top
+        # bit: FPGA synthesis takes a memory of up to 64 x 16 bits as LUT RAM (Yosys on
+        # ECP5: 16 DPR16X4) and a larger one as block RAM, whose clock-to-data (DP16KD:
+        # 5.8 ns) and the read-first logic Yosys adds behind it (the ports share a clock and
+        # the read port is not transparent) limit the clock (kllm-a3: 132.6 MHz). A
+        # `ram_style` attribute would do on ECP5 but fails synthesis on iCE40 (no LUT RAM).
+        # From 256 entries (kllm-a4) it stays one block RAM.
+        bank_bits = 6 if 64 < self.bins <= 128 else self.idx_bits
+        banks = [Memory(shape=16, depth=1 << bank_bits, init=[])
+                 for _ in range(self.bins >> bank_bits)]
+        for k, bank in enumerate(banks):
+            m.submodules[f"codebook{k}" if len(banks) > 1 else "codebook"] = bank
         write_pointer = Signal(self.idx_bits)
         write_full = Signal()         # every entry of this load is written: ignore the rest
         m.d.comb += loading_next.eq(Mux(cb_take, ~self.cb.payload.last, loading))
@@ -312,14 +317,17 @@ class KllmColumn(wiring.Component):
         m.d.sync += clearing.eq(clearing_next)
         with m.If(clearing):
             m.d.sync += clear_pointer.eq(clear_pointer + 1)
-        # The write itself lands a cycle later, from registers (the codebook's write port sees
+        # The write itself lands a cycle later, from registers (the codebook's write ports see
         # flip-flops only): no read can meet it, as the first bin of a reduction accepted after
         # the load is read tens of cycles later.
-        m.d.sync += [
-            write.addr.eq(Mux(clearing, clear_pointer, write_pointer)),
-            write.data.eq(Mux(clearing, 0, self.cb.payload.value)),
-            write.en.eq(clearing | writing),
-        ]
+        write_addr = Mux(clearing, clear_pointer, write_pointer)
+        for k, bank in enumerate(banks):
+            write = bank.write_port()
+            m.d.sync += [
+                write.addr.eq(write_addr[:bank_bits]),
+                write.data.eq(Mux(clearing, 0, self.cb.payload.value)),
+                write.en.eq((clearing | writing) & (write_addr[bank_bits:] == k)),
+            ]
         # --- product pipeline: readout -> codebook read -> count x entry -------------------
         product_layout = data.StructLayout({
             "p": FP32_UNPACKED, "skip": 1, "last": 1, "overflow": 1,
@@ -334,15 +342,24 @@ class KllmColumn(wiring.Component):
         read_pointer = Signal(self.idx_bits)
         with m.If(bins.o.valid & bins.o.ready):
             m.d.sync += read_pointer.eq(read_pointer + 1)  # wraps to 0 after the final bin
-        read = codebook.read_port(domain="sync")
-        m.d.comb += [read.addr.eq(read_pointer), read.en.eq(pipe.ce)]
+        read_data = []
+        for bank in banks:
+            read = bank.read_port(domain="sync")
+            m.d.comb += [read.addr.eq(read_pointer[:bank_bits]), read.en.eq(pipe.ce)]
+            read_data.append(read.data)
+        read_entry = read_data[0]
+        if len(banks) > 1:
+            read_bank = Signal(self.idx_bits - bank_bits)   # the bank of the entry read
+            with m.If(pipe.ce):
+                m.d.sync += read_bank.eq(read_pointer[bank_bits:])
+            read_entry = Array(read_data)[read_bank]
         beat = pipe.stage(Cat(bins.o.payload.count, bins.o.payload.last,
                               bins.o.payload.overflow), name="readout_beat")
         # The entry read is registered before any logic: from 256 entries on (kllm-a4) the
         # codebook is a DP16KD block RAM on ECP5, which Yosys maps without its output
         # register (5.8 ns from the clock to its data; measured: 98.5 MHz with logic behind
         # it), and the register sits beside it.
-        entry = pipe.stage(read.data, name="codebook_entry")
+        entry = pipe.stage(read_entry, name="codebook_entry")
         beat = pipe.stage(beat, name="readout_beat_entry")
 
         count = beat[:self.count_bits]
