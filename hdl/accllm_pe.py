@@ -192,25 +192,28 @@ class AccllmPe(wiring.Component):
 
     def accumulate(self, m, pipe, term1, term2, first, here):
         """The output register: ``s1``, ``s2``, ``overflow`` accumulating ``term1``/``term2``
-        when a beat enters it (``pipe.ce & here``), cleared first where ``first`` is set."""
+        when a beat enters it (``pipe.ce & here``), cleared first where ``first`` is set.
+
+        Each sum is kept with one bit more than ``acc_bits`` (its low ``acc_bits`` are the
+        output, wrapping as the contract says), so that leaving the range is read from the
+        register, not from the adder's carry out: ``overflow`` is a flag of the sums before
+        the latest beat ORed with the range check of the sums now."""
         o = self.o.payload
-        s1 = Signal(signed(self.acc_bits), name="s1")
-        s2 = Signal(signed(self.acc_bits), name="s2")
-        overflow = Signal(name="overflow")
-        left = []
+        s1 = Signal(signed(self.acc_bits + 1), name="s1")
+        s2 = Signal(signed(self.acc_bits + 1), name="s2")
+        earlier = Signal(name="overflow_before")   # a sum left the range before the latest beat
         updates = []
-        for acc, term, name in ((s1, term1, "s1"), (s2, term2, "s2")):
-            # acc_bits + 1 bits hold the exact sum (|term| < 2^(p_bits - 1) <= 2^(acc_bits - 1)).
-            total = Signal(signed(self.acc_bits + 1), name=f"{name}_next")
-            m.d.comb += total.eq(Mux(first, 0, acc) + term)
-            out = Signal(name=f"{name}_leaves")
-            m.d.comb += out.eq(total[-1] != total[-2])
-            left.append(out)
-            updates.append(acc.eq(total[:self.acc_bits]))
+        for acc, term in ((s1, term1), (s2, term2)):
+            # |term| < 2^(p_bits - 1) <= 2^(acc_bits - 1): one beat from inside the range
+            # stays within acc_bits + 1 bits; once outside, the flag holds.
+            updates.append(acc.eq(Mux(first, 0, acc[:self.acc_bits].as_signed()) + term))
+        leaves = Signal(name="sums_leave")
+        m.d.comb += leaves.eq((s1[-1] != s1[-2]) | (s2[-1] != s2[-2]))
         with m.If(pipe.ce & here):
             m.d.sync += updates
-            m.d.sync += overflow.eq((overflow & ~first) | left[0] | left[1])
-        m.d.comb += [o.s1.eq(s1), o.s2.eq(s2), o.overflow.eq(overflow)]
+            m.d.sync += earlier.eq(~first & (earlier | leaves))
+        m.d.comb += [o.s1.eq(s1[:self.acc_bits]), o.s2.eq(s2[:self.acc_bits]),
+                     o.overflow.eq(earlier | leaves)]
 
     def weights(self, m, p, is_w4, is_w2):
         """The signed weights of payload ``p`` (8 bits: KV4 ``q - zp`` in -15..15)."""
