@@ -77,8 +77,9 @@ class KllmColumn(wiring.Component):
       buffer's payload registers load from the Concat side only, so the counter's clock enable
       (which fans out to its whole front) reaches two pointers, not the Concat array's
       registers. In ik mode the activation index and the weight go to the counter directly.
-    * codebook: a ``2**bits`` x 16 memory written by ``cb`` (cleared after reset); read at
-      the bin the counter sends, the entry registered once more before it is used.
+    * codebook: a ``2**bits`` x 16 memory (two banks of 64 at 128 entries) written by ``cb``
+      a cycle after each beat (cleared after reset); read at the bin the counter sends, the
+      entry registered once more before it is used.
     * product: the counter's readout (one bin per beat, in order) -> codebook read ->
       ``count * codebook`` (normalized count magnitude x binary16 significand, one multiplier,
       rounding to binary32) -> the weighted-sum loop, as a stream pipeline.
