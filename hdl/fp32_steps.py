@@ -249,18 +249,18 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     :data:`FP32_UNPACKED`; returns the sum as :data:`FP32_UNPACKED` (combinational from the last
     register) and the number of registers inserted.
 
-    Steps: (compare) the exponent comparison and both saturated exponent differences; (mask)
-    the operands ordered by exponent, the significand bits that the shift moves out, and the
-    other significand shifted right into 27 bits by the shift's multiple of 8; (align) shifted
-    by the rest (0..7 places), the bits shifted out ORed into the lowest (sticky); (add) the 28-bit sum, or the non-negative one of the two
-    differences (computed side by side: only equal exponents can give a negative one); (groups)
-    each 4-bit group's non-zero flag and leading zeros; (count) the sum's leading zeros, from
-    the first non-zero group; (coarse, shift) normalized to 27 bits, one place right after a
-    carry or left by the count, in two steps: by its multiple of 4, then by the rest (a left
-    shift of two or more places only follows an exact difference); then rounding to 24 bits
-    and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand
-    is NaN or for ``inf - inf``, else an infinity if an operand is infinite. An exact
-    cancellation gives +0; ``-0 + -0`` gives -0.
+    Steps: (compare) the exponent comparison and both saturated exponent differences; (mask) the
+    operands ordered by exponent, the significand bits that the shift moves out, and the other
+    significand shifted right into 27 bits by the shift's multiple of 8; (align) shifted by the
+    rest (0..7 places), the bits shifted out ORed into the lowest (sticky); (add) the 28-bit sum,
+    or the non-negative one of the two differences (computed side by side: only equal exponents can
+    give a negative one); (groups) each 4-bit group's non-zero flag and leading zeros; (count) the
+    sum's leading zeros, from the first non-zero group; (coarse, shift) normalized to 27 bits, one
+    place right after a carry or left by the count, in two steps: by its multiple of 4, then by the
+    rest (a left shift of two or more places only follows an exact difference); then rounding to 24
+    bits and the classes. Infinities and NaNs are flags beside the datapath: NaN if an operand is
+    NaN or for ``inf - inf``, else an infinity if an operand is infinite. An exact cancellation
+    gives +0; ``-0 + -0`` gives -0.
     """
     registers = 0
 

@@ -113,20 +113,20 @@ def bounded(unit, prop, depth):
     """``(cycles, reason)`` of a counting property checked bounded by design, or None."""
     return BOUNDED.get((unit, prop, depth), BOUNDED.get((unit, prop)))
 
-#: Units whose counting proofs run another engine than ``pdr`` (``(engine, depth)``):
-#: kllm_column's ABC ``dprove`` (PDR decides none of the three at the smallest shape, 4 bins
-#: of 1 input, in 120 s or 300 s: the binary32 weighted sum is in the cone of every output
-#: beat, since zero bins are skipped; ``dprove`` simplifies first and proves them, 20-30 s a
-#: row with induction to depth 12: at ABC's default 4 its final PDR, 60 s, gave up on
-#: "bounded in flight" once the ping-pong buffers' occupancy became two flags); p3_pcu's ``dprove`` (PDR: not in 120 s at depth 8 at 4
+#: Units whose counting proofs run another engine than ``pdr`` (``(engine, depth)``): kllm_column's
+#: ABC ``dprove`` (PDR decides none of the three at the smallest shape, 4 bins of 1 input, in 120 s
+#: or 300 s: the binary32 weighted sum is in the cone of every output beat, since zero bins are
+#: skipped; ``dprove`` simplifies first and proves them, 20-30 s a row with induction to depth 12:
+#: at ABC's default 4 its final PDR, 60 s, gave up on "bounded in flight" once the ping-pong
+#: buffers' occupancy became two flags); p3_pcu's ``dprove`` (PDR: not in 120 s at depth 8 at 4
 #: PEs, the 16-entry output queue's 34-bit words in the design; dprove: 1-22 s at 1 PE); the
-#: quantizer's k-induction with the lemmas of its account (its credits and queue levels are
-#: the harness's counts, ``OakenQuantizer.owed``): k = 26 covers the 24-cycle drain window
-#: ("drains" at ``pipeline`` 12 is not 12-inductive), 4-19 s a row; PDR and dprove decide
-#: none of the three in 120 s. (kllm_idx_counter ran ``dprove`` while PDR did not decide
-#: "drains" at ``pipeline`` 3 in 120 s; since the accumulators' reset is the ``acc_clear``
-#: flip-flop, PDR proves it in 39 s and YoWASP's ``dprove`` stops on a WebAssembly stack
-#: overflow, so it is back on the default ``pdr``.)
+#: quantizer's k-induction with the lemmas of its account (its credits and queue levels are the
+#: harness's counts, ``OakenQuantizer.owed``): k = 26 covers the 24-cycle drain window ("drains" at
+#: ``pipeline`` 12 is not 12-inductive), 4-19 s a row; PDR and dprove decide none of the three in
+#: 120 s. (kllm_idx_counter ran ``dprove`` while PDR did not decide "drains" at ``pipeline`` 3 in
+#: 120 s; since the accumulators' reset is the ``acc_clear`` flip-flop, PDR proves it in 39 s and
+#: YoWASP's ``dprove`` stops on a WebAssembly stack overflow, so it is back on the default
+#: ``pdr``.)
 COUNTING_ENGINES = {"kllm_column": ("dprove", 12), "p3_pcu": ("dprove", 8),
                     "oaken_quantizer": ("kind", 26)}
 

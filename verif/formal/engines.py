@@ -17,10 +17,11 @@ relative paths.
 * ``auto`` (the default): ``kind``, and ``pdr`` when k-induction cannot decide (k-induction
   is quick on pipelines; PDR also proves what needs an invariant, e.g. Orizuru's tree state).
 * ``dprove``: unbounded, ABC's ``dprove`` run as ``pdr`` is: its sequence of simplifications
-  that keep the property (signal correspondence, retiming, rewriting) before induction (to
-  the depth the case gives, ``-F``), interpolation and PDR (60 s of it). It proves what plain ``pdr`` does not decide in the budget where
-  the simplified design is much smaller (``kllm_column``'s counting proofs: its float
-  weighted sum is in the cone of the beat count, through the bins it skips).
+  that keep the property (signal correspondence, retiming, rewriting) before induction (to the
+  depth the case gives, ``-F``), interpolation and PDR (60 s of it). It proves what plain
+  ``pdr`` does not decide in the budget where the simplified design is much smaller
+  (``kllm_column``'s counting proofs: its float weighted sum is in the cone of the beat count,
+  through the bins it skips).
 * ``bmc``: the first ``depth`` cycles only (``yowasp-sby``, ``smtbmc yices``); a bounded check is
   no proof and the table says "bounded".
 
