@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fp32_steps import (FP32_UNPACKED, PRODUCT_CUTS, count_times_fp16, fp32_add,
                          fp32_to_fp16, product_registers)
+from .invariants import invariant
 from .kllm_concat import KllmConcat
 from .kllm_idx_counter import KllmIdxCounter, counter_bits
 from .params import check_choice, check_int
@@ -211,18 +212,17 @@ class KllmColumn(wiring.Component):
         outstanding = Signal(8)       # reductions accepted on i and not yet summed
         summed = Signal()             # the loop finishes a reduction in this cycle
         ended = Signal()              # a reduction's last beat was accepted in the cycle before
-        ended_before = Signal()       # ... two cycles before
-        quiet = Signal(init=1)        # outstanding was 0 in the cycle before
         clearing = Signal(init=1)     # the codebook is being cleared after reset
-        # cb.ready from flip-flops only (one gate; it is off the path from i): `quiet` lags
-        # `outstanding` by a cycle, `ended` and `ended_before` cover the two cycles in which a
-        # finished reduction is not yet counted in it. i_take does not reach it: a load and
-        # a reduction's first beat never meet, as i waits while cb.valid between reductions.
+        # cb.ready is a flip-flop (it feeds the codebook's write enables and the load state):
+        # loads are admitted outside the codebook's clearing, during a load, and between
+        # reductions once every reduction accepted on i is summed (`outstanding` is 0 and no
+        # finished reduction is still on its way into it: `ended` in this or the cycle before).
+        # Written one cycle ahead: no beat of i is accepted now (`~i_take`; then neither is a
+        # reduction left mid-way nor does one end) and the state's next value admits a load.
         clearing_next, loading_next, mid_next, ended_next = (
             Signal(name=f"{n}_next") for n in ("clearing", "loading", "mid_reduction", "ended"))
-        m.d.comb += self.cb.ready.eq(~clearing & (loading | (~mid_reduction & ~ended
-                                                             & ~ended_before & quiet)))
-        m.d.sync += [ended_before.eq(ended), quiet.eq(outstanding == 0)]
+        admit = Signal()
+        m.d.comb += self.cb.ready.eq(admit)
         cb_take = self.cb.valid & self.cb.ready
         # i waits while a load is under way, and while a load waits at a reduction boundary
         # (it goes first once the reductions before it are summed).
@@ -248,6 +248,15 @@ class KllmColumn(wiring.Component):
         summed_before = Signal()
         m.d.sync += [ended.eq(ended_next), summed_before.eq(summed),
                      outstanding.eq(outstanding + ended - summed_before)]
+        m.d.sync += admit.eq(~clearing_next & (loading_next | (~i_take & ~mid_reduction & ~ended
+                                                               & (outstanding == 0))))
+        if getattr(platform, "formal", False):
+            # The admission as the state decides it in the same cycle (for the proofs).
+            ended_before = Signal()
+            quiet = Signal(init=1)
+            m.d.sync += [ended_before.eq(ended), quiet.eq(outstanding == 0)]
+            invariant(m, platform, admit == (~clearing & (loading | (
+                ~mid_reduction & ~ended & ~ended_before & quiet))), name="admission")
 
         if self.mode == "kk":
             m.submodules.concat = concat = self.concat
