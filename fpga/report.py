@@ -11,8 +11,8 @@
    and the standard-cell flow of `fpga.stdcell` (sky130 and IHP from ``PDK_ROOT``), skipping
    the targets a unit's manifest excludes (a DSP48E2 instance is Xilinx only);
 3. places and routes each with nextpnr inside `fpga.fmax`'s registered timing wrapper on
-   iCE40 UP5K and ECP5 25F; a design that does not fit the 25F is placed on the 85F, and a
-   design that does not fit the UP5K is reported as such, with the resource it lacks;
+   iCE40 UP5K and ECP5 25F; a design that does not fit the 25F (or whose registry row skips
+   it: ``fmax_skip``) is placed on the 85F, and a design that does not fit the UP5K is reported as such, with the resource it lacks;
 4. writes ``BUILD_DIR/reports/report.md``, ``report.csv`` (long format) and ``report.json``
    (everything the tables are rendered from) and prints the Markdown.
 
@@ -74,6 +74,8 @@ class ReportRow:
     fmax : bool
         Whether to place and route the row (False: area only, the reason given where the row
         is listed).
+    fmax_skip : tuple of str
+        Devices of the Fmax columns not tried for this row (``gen.registry.ReportConfig``).
     """
 
     unit: str
@@ -81,6 +83,7 @@ class ReportRow:
     overrides: tuple[tuple[str, object], ...] = ()
     baseline_of: str | None = None
     fmax: bool = True
+    fmax_skip: tuple[str, ...] = ()
 
     @property
     def params(self) -> dict:
@@ -96,7 +99,8 @@ class ReportRow:
 
 
 REPORT_ROWS: tuple[ReportRow, ...] = tuple(
-    ReportRow(unit, row.config, tuple(row.overrides), row.baseline_of, row.fmax)
+    ReportRow(unit, row.config, tuple(row.overrides), row.baseline_of, row.fmax,
+              tuple(row.fmax_skip))
     for unit, spec in UNITS.items() for row in spec.report)
 """The rows of ``make report``: every unit's ``report`` configurations in the registry's order
 (`gen.registry.ReportConfig`, where each row's reason is given); baselines are derived by
@@ -188,6 +192,9 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
                 jobs_list.append(("area", row.label, target))
         if fmax and row.fmax:
             jobs_list += [("fmax", row.label, column) for column in FMAX_COLUMNS]
+    devices = {(row.label, column): tuple(device for device in candidates
+                                          if device not in row.fmax_skip)
+               for row in rows for column, candidates in FMAX_COLUMNS.items()}
     area: dict[str, dict] = {row.label: {} for row in rows}
     timing: dict[str, dict] = {row.label: {} for row in rows}
     failures: list[str] = []
@@ -199,7 +206,7 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
             ((kind, label, target), area_job, units[label], target, synth_dir / label, cache_dir)
             if kind == "area" else
             ((kind, label, target), fmax_job, units[label], target, fmax_dir, fmax_timeout_s,
-             cache_dir, None, FMAX_COLUMNS[target])
+             cache_dir, None, devices[label, target])
             for kind, label, target in jobs_list]
     for done, total, (kind, label, target), result in run_jobs(runs, workers=jobs,
                                                                scheduler=scheduler):
