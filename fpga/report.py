@@ -162,6 +162,12 @@ FMAX_TIMEOUT_S = 1200
 is reported as not placed in that time rather than holding the report for hours."""
 
 
+def fmax_devices(row: ReportRow, column: str) -> tuple[str, ...]:
+    """The devices `row` is placed on, in order, for the report's Fmax `column` (the next
+    only when the design does not fit): the column's devices but the row's ``fmax_skip``."""
+    return tuple(device for device in FMAX_COLUMNS[column] if device not in row.fmax_skip)
+
+
 def _failed_cell(kind: str, failure: Failure) -> dict:
     """The report's cell of a failed run: the first line of its message (a place-and-route
     run's own `FmaxError` as the tool put it, without the type)."""
@@ -192,9 +198,8 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
                 jobs_list.append(("area", row.label, target))
         if fmax and row.fmax:
             jobs_list += [("fmax", row.label, column) for column in FMAX_COLUMNS]
-    devices = {(row.label, column): tuple(device for device in candidates
-                                          if device not in row.fmax_skip)
-               for row in rows for column, candidates in FMAX_COLUMNS.items()}
+    devices = {(row.label, column): fmax_devices(row, column)
+               for row in rows for column in FMAX_COLUMNS}
     area: dict[str, dict] = {row.label: {} for row in rows}
     timing: dict[str, dict] = {row.label: {} for row in rows}
     failures: list[str] = []

@@ -152,6 +152,21 @@ def test_ecp5_column_moves_to_the_85f_only_when_the_design_does_not_fit(monkeypa
     # The iCE40 column has no larger device to move to.
     assert FMAX_COLUMNS["ice40"] == ("ice40",) and "ecp5-85k" in FMAX_TARGETS
 
+    # A row that skips the 25F goes straight to the 85F; the other column is untouched.
+    skipping = report.ReportRow("big", fmax_skip=("ecp5",))
+    assert report.fmax_devices(skipping, "ecp5") == ("ecp5-85k",)
+    assert report.fmax_devices(skipping, "ice40") == ("ice40",)
+    assert report.fmax_devices(report.ReportRow("big"), "ecp5") == ("ecp5", "ecp5-85k")
+    calls.clear()
+    monkeypatch.setattr(fmax, "fmax_run", fake_run)
+    outcome = fmax_job(unit, "ecp5", work_dir / "skip", None, None, None,
+                       report.fmax_devices(skipping, "ecp5"))
+    assert calls == ["ecp5-85k"] and outcome["target"] == "ecp5-85k"
+    assert outcome["too_small"] == []
+    # The registry's rows that skip a device name one of their column's.
+    for row in report.REPORT_ROWS:
+        assert set(row.fmax_skip) <= {d for ds in FMAX_COLUMNS.values() for d in ds}, row.label
+
 
 def _row(label, unit, lut, nand2, fmax, baseline=None, baseline_of=None, **extra):
     return {
