@@ -296,14 +296,15 @@ class KllmColumn(wiring.Component):
             ]
 
         # --- codebook ----------------------------------------------------------------------
-        # From 65 to 128 entries the codebook is two banks of 64, selected by the index's top
-        # bit: FPGA synthesis takes a memory of up to 64 x 16 bits as LUT RAM (Yosys on
+        # From 65 to 256 entries the codebook is banks of 64, selected by the index's top
+        # bits: FPGA synthesis takes a memory of up to 64 x 16 bits as LUT RAM (Yosys on
         # ECP5: 16 DPR16X4) and a larger one as block RAM, whose clock-to-data (DP16KD:
         # 5.8 ns) and the read-first logic Yosys adds behind it (the ports share a clock and
-        # the read port is not transparent) limit the clock (kllm-a3: 132.6 MHz). A
-        # `ram_style` attribute would do on ECP5 but fails synthesis on iCE40 (no LUT RAM).
-        # From 256 entries (kllm-a4) it stays one block RAM.
-        bank_bits = 6 if 64 < self.bins <= 128 else self.idx_bits
+        # the read port is not transparent) limit the clock (kllm-a3: 132.6 MHz; kllm-a4 on
+        # the 85F: 126.6 and 129.5 MHz at two seeds of three). A `ram_style` attribute would
+        # do on ECP5 but fails synthesis on iCE40 (no LUT RAM). Above 256 entries the
+        # codebook is one block RAM.
+        bank_bits = 6 if 64 < self.bins <= 256 else self.idx_bits
         banks = [Memory(shape=16, depth=1 << bank_bits, init=[])
                  for _ in range(self.bins >> bank_bits)]
         for k, bank in enumerate(banks):
