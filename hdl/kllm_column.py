@@ -217,10 +217,8 @@ class KllmColumn(wiring.Component):
         # loads are admitted outside the codebook's clearing, during a load, and between
         # reductions once every reduction accepted on i is summed (`outstanding` is 0 and no
         # finished reduction is still on its way into it: `ended` in this or the cycle before).
-        # Written one cycle ahead: no beat of i may be accepted now (`offered` is low: i.valid
-        # and not blocked, a superset of i_take that leaves the front's ready out of the
-        # flop's input; then no reduction starts or ends now) and the state's next value
-        # admits a load. A load waiting between reductions blocks i, so `offered` is low then.
+        # Written one cycle ahead: no beat of i is accepted now (`~i_take`; then neither is a
+        # reduction left mid-way nor does one end) and the state's next value admits a load.
         clearing_next, loading_next, mid_next, ended_next = (
             Signal(name=f"{n}_next") for n in ("clearing", "loading", "mid_reduction", "ended"))
         admit = Signal()
@@ -250,16 +248,14 @@ class KllmColumn(wiring.Component):
         summed_before = Signal()
         m.d.sync += [ended.eq(ended_next), summed_before.eq(summed),
                      outstanding.eq(outstanding + ended - summed_before)]
-        offered = self.i.valid & ~block_i
-        m.d.sync += admit.eq(~clearing_next & (loading_next | (~offered & ~mid_reduction & ~ended
+        m.d.sync += admit.eq(~clearing_next & (loading_next | (~i_take & ~mid_reduction & ~ended
                                                                & (outstanding == 0))))
         if getattr(platform, "formal", False):
-            # A load is admitted only where the state, read in the same cycle, allows it (for
-            # the proofs).
+            # The admission as the state decides it in the same cycle (for the proofs).
             ended_before = Signal()
             quiet = Signal(init=1)
             m.d.sync += [ended_before.eq(ended), quiet.eq(outstanding == 0)]
-            invariant(m, platform, ~admit | (~clearing & (loading | (
+            invariant(m, platform, admit == (~clearing & (loading | (
                 ~mid_reduction & ~ended & ~ended_before & quiet))), name="admission")
 
         if self.mode == "kk":
