@@ -12,7 +12,8 @@
    the targets a unit's manifest excludes (a DSP48E2 instance is Xilinx only);
 3. places and routes each with nextpnr inside `fpga.fmax`'s registered timing wrapper on
    iCE40 UP5K and ECP5 25F; a design that does not fit the 25F (or whose registry row skips
-   it: ``fmax_skip``) is placed on the 85F, and a design that does not fit the UP5K is reported as such, with the resource it lacks;
+   it: ``fmax_skip``) is placed on the 85F, and a design that does not fit the UP5K is
+   reported as such, with the resource it lacks;
 4. writes ``BUILD_DIR/reports/report.md``, ``report.csv`` (long format) and ``report.json``
    (everything the tables are rendered from) and prints the Markdown.
 
