@@ -78,7 +78,7 @@ class KllmColumn(wiring.Component):
       buffer's payload registers load from the Concat side only, so the counter's clock enable
       (which fans out to its whole front) reaches two pointers, not the Concat array's
       registers. In ik mode the activation index and the weight go to the counter directly.
-    * codebook: a ``2**bits`` x 16 memory (two banks of 64 at 128 entries) written by ``cb``
+    * codebook: a ``2**bits`` x 16 memory (banks of 64 from 65 to 256 entries) written by ``cb``
       a cycle after each beat (cleared after reset); read at the bin the counter sends, the
       entry registered once more before it is used.
     * product: the counter's readout (one bin per beat, in order) -> codebook read ->
@@ -366,10 +366,10 @@ class KllmColumn(wiring.Component):
             read_entry = Array(read_data)[read_bank]
         beat = pipe.stage(Cat(bins.o.payload.count, bins.o.payload.last,
                               bins.o.payload.overflow), name="readout_beat")
-        # The entry read is registered before any logic: from 256 entries on (kllm-a4) the
-        # codebook is a DP16KD block RAM on ECP5, which Yosys maps without its output
-        # register (5.8 ns from the clock to its data; measured: 98.5 MHz with logic behind
-        # it), and the register sits beside it.
+        # The entry read is registered before any logic: above 256 entries the codebook is a
+        # DP16KD block RAM on ECP5, which Yosys maps without its output register (5.8 ns from
+        # the clock to its data; measured at 256 entries: 98.5 MHz with logic behind it), and
+        # the register sits beside it; the banks' entry is chosen before it.
         entry = pipe.stage(read_entry, name="codebook_entry")
         beat = pipe.stage(beat, name="readout_beat_entry")
 
