@@ -18,6 +18,11 @@ the seeds' figures are kept beside it (their spread is the placement noise, a fe
 The target frequency is only a placement goal (``--timing-allow-fail``), the figures are the
 achieved ones.
 
+On ECP5, :mod:`fpga.ecp5_dsp` moves operand flip-flops into the input registers of the
+multipliers in ``net.json`` before nextpnr reads it (Yosys maps ``*`` to an unregistered
+MULT18X18D and packs no register into it; the vendor flow does). The number of flip-flops
+moved is in the outcome (``dsp_absorbed_ff``).
+
 Yosys 0.70 workaround: ``synth_ecp5`` of ``kllm_concat`` inside the wrapper stopped on an
 assertion in ABC's reintegration (``GetSize(conn.first) == GetSize(conn.second)``; also with
 ``-noabc9``/``-abc2``; the unit alone synthesizes). Running ``opt_clean -purge`` between the
@@ -50,6 +55,7 @@ from fpga.area import (
     write_sources,
 )
 from fpga.cache import cached, flow_fingerprint
+from fpga.ecp5_dsp import absorb_operand_registers
 from fpga.jobs import Failure, run_jobs
 from fpga.nextpnr import (FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report,
                           over_capacity)
@@ -172,6 +178,8 @@ class FmaxResult:
     seeds_mhz: tuple[float | None, ...] = ()
     """Achieved Fmax of each seed of `SEEDS`, in seed order (None: not routed within the
     time limit; it counts as the slowest seed)."""
+    dsp_absorbed_ff: int = 0
+    """Fabric flip-flops moved into multiplier input registers (:mod:`fpga.ecp5_dsp`)."""
 
 
 def median(values: Sequence[float]) -> float:
@@ -228,6 +236,14 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
              run_dir, "yosys", run_dir / "yosys.log", timeout_s)
     if not (run_dir / "net.json").is_file():
         raise FmaxError(f"yosys wrote no net.json{log_tail(run_dir / 'yosys.log')}")
+    absorbed = 0
+    if spec.family == "ecp5":
+        # Operand flip-flops into the MULT18X18D input registers (fpga.ecp5_dsp); idempotent,
+        # so a netlist copied from the smaller device is unchanged.
+        netlist_json = json.loads((run_dir / "net.json").read_text())
+        absorbed = absorb_operand_registers(netlist_json)
+        if absorbed:
+            (run_dir / "net.json").write_text(json.dumps(netlist_json))
     seeds_mhz, resources = [], {}
     for seed in seeds:
         report, log = f"report-s{seed}.json", f"nextpnr-s{seed}.log"
@@ -253,7 +269,7 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
     # The median with the seeds not routed in time below every other (fewer than half here).
     slowest_first = [0.0 if mhz is None else mhz for mhz in seeds_mhz]
     return FmaxResult(unit.name, target, median(slowest_first), resources,
-                      ports.wrapper_flip_flops, seconds, run_dir, tuple(seeds_mhz))
+                      ports.wrapper_flip_flops, seconds, run_dir, tuple(seeds_mhz), absorbed)
 
 
 def script_text(spec: FmaxTarget, unit: Unit) -> str:
@@ -390,7 +406,7 @@ def fmax_job(unit: Unit, target: str, workdir: Path, timeout_s: float | None = N
     def key_parts():
         return (*(sources or read_sources(unit.verilog)), unit.top, target,
                 [repr(FMAX_TARGETS[device]) for device in devices], timeout_s, SEEDS,
-                flow_fingerprint("yosys", "wrapper", "fmax", "nextpnr", "tools"))
+                flow_fingerprint("yosys", "wrapper", "fmax", "ecp5_dsp", "nextpnr", "tools"))
 
     return cached("fmax", key_parts, cache_dir,
                   lambda: _fmax_column(unit, devices, Path(workdir), timeout_s))
@@ -423,6 +439,7 @@ def _fmax_column(unit: Unit, devices: Sequence[str], workdir: Path,
                 "seeds_mhz": [None if mhz is None else round(mhz, 2)
                               for mhz in result.seeds_mhz], "target": target,
                 "resources": result.resources, "wrapper_ff": result.wrapper_flip_flops,
+                "dsp_absorbed_ff": result.dsp_absorbed_ff,
                 "seconds": round(result.seconds, 1), "too_small": too_small}
     return {"does_not_fit": too_small}
 

@@ -190,10 +190,14 @@ module MULT18X18D #(
     MULT18X18D_stage #(.WIDTH(37), .USED(USE_O)) output_reg (
         .clk(CLK0), .rst(rst[RST_O & 3]), .ce(ce[CE_O & 3]), .d(pipe_q), .q(out_q));
 
+`ifndef YOSYS
+    // (Yosys, which reads this model for the equivalence proofs of fpga/ecp5_dsp.py, takes no
+    // $fatal in a clocked block; the proofs tie SOURCEA/SOURCEB to 0.)
     always @(posedge CLK0) begin
         if (SOURCEA === 1'b1 || SOURCEB === 1'b1)
             $fatal(1, "MULT18X18D model: SOURCEA/SOURCEB (shift-register inputs) are not modelled");
     end
+`endif
 
     // ---- outputs ------------------------------------------------------------------------------
     assign {SIGNEDP, P35, P34, P33, P32, P31, P30, P29, P28, P27, P26, P25, P24, P23, P22, P21,
