@@ -84,7 +84,7 @@ def _connect(cell: dict, port: str, bit) -> None:
     cell["port_directions"][port] = "input"
 
 
-def _absorb_module(cells: dict, protected: set) -> int:
+def _absorb_module(cells: dict, protected: set, within: str) -> int:
     drivers, users = _bit_drivers(cells), _bit_users(cells)
     absorbed = set()
     for name, cell in cells.items():
@@ -109,7 +109,7 @@ def _absorb_module(cells: dict, protected: set) -> int:
                     continue
                 source = drivers.get(bit)
                 register = None
-                if source is not None and source[1] == "Q":
+                if source is not None and source[1] == "Q" and source[0].startswith(within):
                     register = _plain_register(cells[source[0]])
                 if register is None:
                     break
@@ -153,16 +153,19 @@ def _absorb_module(cells: dict, protected: set) -> int:
     return removed
 
 
-def absorb_operand_registers(netlist: dict, keep_bits=()) -> int:
+def absorb_operand_registers(netlist: dict, within: str = "") -> int:
     """Move operand flip-flops into the input registers of every unregistered MULT18X18D of
     the Yosys JSON `netlist` (in place); return how many flip-flops were removed.
 
-    A flip-flop whose output is a module port, or is in `keep_bits`, is never removed.
+    Only flip-flops whose cell name starts with `within` are taken (the Fmax flow passes the
+    unit's instance, so that a multiplier fed straight from the unit's inputs does not take
+    the timing wrapper's registers). A flip-flop whose output is a module port is never
+    removed.
     """
     removed = 0
     for module in netlist["modules"].values():
         cells = module.get("cells", {})
         if any(cell["type"] == "MULT18X18D" for cell in cells.values()):
             port_bits = {bit for port in module.get("ports", {}).values() for bit in port["bits"]}
-            removed += _absorb_module(cells, port_bits | set(keep_bits))
+            removed += _absorb_module(cells, port_bits, within)
     return removed

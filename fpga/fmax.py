@@ -241,7 +241,7 @@ def fmax_run(unit: Unit, target: str, workdir: Path, *,
         # Operand flip-flops into the MULT18X18D input registers (fpga.ecp5_dsp); idempotent,
         # so a netlist copied from the smaller device is unchanged.
         netlist_json = json.loads((run_dir / "net.json").read_text())
-        absorbed = absorb_operand_registers(netlist_json)
+        absorbed = absorb_operand_registers(netlist_json, within="dut.")
         if absorbed:
             (run_dir / "net.json").write_text(json.dumps(netlist_json))
     seeds_mhz, resources = [], {}

@@ -131,7 +131,8 @@ def _tiny(register_parameters, lsr="0", second_clock=False):
     return {"modules": {"top": {"ports": {}, "cells": cells, "netnames": {}}}}
 
 
-@pytest.mark.parametrize("case", ["plain", "set", "reset", "inverted enable", "two clocks"])
+@pytest.mark.parametrize("case", ["plain", "set", "reset", "inverted enable", "two clocks",
+                                  "outside the unit"])
 def test_only_plain_registers_on_one_clock_are_moved(case):
     netlist = {
         "plain": lambda: _tiny({}),
@@ -139,8 +140,9 @@ def test_only_plain_registers_on_one_clock_are_moved(case):
         "reset": lambda: _tiny({}, lsr=7),
         "inverted enable": lambda: _tiny({"CEMUX": "INV"}),
         "two clocks": lambda: _tiny({}, second_clock=True),
+        "outside the unit": lambda: _tiny({}),
     }[case]()
-    moved = absorb_operand_registers(netlist)
+    moved = absorb_operand_registers(netlist, within="dut." if case == "outside the unit" else "")
     cells = netlist["modules"]["top"]["cells"]
     if case == "plain":
         assert moved == 2 and set(cells) == {"mul"}
