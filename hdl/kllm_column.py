@@ -27,23 +27,31 @@ __all__ = ["KllmColumn", "PIPELINE_DEPTHS"]
 #: What each ``pipeline`` value builds: the counter's own ``pipeline``, the product's optional
 #: registers (:data:`hdl.fp32_steps.PRODUCT_CUTS`), the adder's
 #: (:data:`hdl.fp32_steps.ADD_CUTS`) and how many registers the binary16 rounding has of its
-#: own before the output register (0..3 of its steps' registers).
+#: own before the output register (0..3 of its steps' registers); ``input``: a
+#: :class:`~hdl.stream_stage.PingPongBuffer` between ``i`` and the front, so that ``i.ready``
+#: and the admission state read flip-flops, not the front's clock enable.
 PIPELINE_DEPTHS = {
-    0: {"counter": 0, "product": (), "add": (), "output": 0},
-    1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1},
+    0: {"counter": 0, "product": (), "add": (), "output": 0, "input": False},
+    1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1,
+        "input": False},
     2: {"counter": 2, "product": ("operands", "product"),
-        "add": ("compare", "align", "add", "count"), "output": 2},
+        "add": ("compare", "align", "add", "count"), "output": 2, "input": False},
     3: {"counter": 3, "product": PRODUCT_CUTS,
-        "add": ("compare", "mask", "align", "add", "count", "shift"), "output": 3},
+        "add": ("compare", "mask", "align", "add", "count", "shift"), "output": 3,
+        "input": False},
     4: {"counter": 3, "product": PRODUCT_CUTS,
-        "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3},
+        "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3,
+        "input": False},
     5: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
-        "output": 3},
+        "output": 3, "input": False},
+    6: {"counter": 3, "product": PRODUCT_CUTS,
+        "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
+        "output": 3, "input": True},
 }
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
 #: The default depth: the highest Fmax measured (docs/units/kllm_column.md).
-DEFAULT_PIPELINE = 5
+DEFAULT_PIPELINE = 6
 #: Largest count magnitude for which ``fp32(count)`` is exact (one rounding per product).
 MAX_EXACT_COUNT = 1 << 24
 
@@ -113,7 +121,7 @@ class KllmColumn(wiring.Component):
         Longest reduction that never overflows a bin (lanes, masked ones included), 1..
         (default 4096); the counter's width follows from it, and counts above 2^24 are refused.
     pipeline : int
-        0..5 (default 5, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
+        0..6 (default 6, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
 
     Members
     -------
@@ -181,7 +189,9 @@ class KllmColumn(wiring.Component):
         # Product pipeline: the codebook read register, a register of the entry read, the
         # optional product cuts, and the register in front of the loop.
         self.product_stages = 3 + product_registers(self.product_cuts)
+        self.input_buffer = depth["input"]
         front = self.concat.latency + PingPongBuffer.latency if self.concat else 0
+        front += PingPongBuffer.latency if self.input_buffer else 0
         self.latency = (front + self.counter.latency + PingPongBuffer.latency + self.bins - 1
                         + self.product_stages + SkidBuffer.latency
                         + 1 + 1 + self.output_cuts + 1 + int(self.output_cuts > 0))
@@ -232,12 +242,22 @@ class KllmColumn(wiring.Component):
         # block_i is one gate of flip-flops and cb.valid; the state that follows i (the
         # reduction in progress, the count of reductions in flight) is updated from i_take
         # and nothing reads it back in the same cycle but cb.ready.
-        front_i = stream.Signature(self.in_layout).create(path=("front_i",))
+        admitted = stream.Signature(self.in_layout).create(path=("admitted",))
         m.d.comb += [
-            front_i.payload.eq(self.i.payload),
-            front_i.valid.eq(self.i.valid & ~block_i),
-            self.i.ready.eq(front_i.ready & ~block_i),
+            admitted.payload.eq(self.i.payload),
+            admitted.valid.eq(self.i.valid & ~block_i),
+            self.i.ready.eq(admitted.ready & ~block_i),
         ]
+        if self.input_buffer:
+            # i.ready and i_take are then gates of flip-flops: the front's clock enable (which
+            # loads the Concat array or the counter's front) stays at the buffer's pointers.
+            # The admission state counts beats into the buffer, which belong to reductions
+            # already accepted, so a load still waits for them (mid_reduction, outstanding).
+            m.submodules.input_buffer = input_buffer = PingPongBuffer(self.in_layout)
+            wiring.connect(m, admitted, input_buffer.i)
+            front_i = input_buffer.o
+        else:
+            front_i = admitted
         i_take = self.i.valid & self.i.ready
         ending = i_take & self.i.payload.last
         m.d.comb += [mid_next.eq(Mux(i_take, ~self.i.payload.last, mid_reduction)),

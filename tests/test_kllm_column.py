@@ -37,8 +37,8 @@ from verif.runner import BenchFailure, edit_site, replay, run_testbench
     ({"max_len": 1 << 24}, ValueError, r"max_len=16777216 needs a 25-bit count"),
     ({"mode": "ik", "weight_bits": 4, "max_len": (1 << 21) + 1}, ValueError,
      r"max_len=2097153 needs a 26-bit count in mode 'ik'"),
-    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.5, not -1"),
-    ({"pipeline": 6}, ValueError, r"pipeline must be in range 0\.\.5, not 6"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.6, not -1"),
+    ({"pipeline": 7}, ValueError, r"pipeline must be in range 0\.\.6, not 7"),
     ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
