@@ -27,9 +27,9 @@ __all__ = ["KllmColumn", "PIPELINE_DEPTHS"]
 #: What each ``pipeline`` value builds: the counter's own ``pipeline``, the product's optional
 #: registers (:data:`hdl.fp32_steps.PRODUCT_CUTS`), the adder's
 #: (:data:`hdl.fp32_steps.ADD_CUTS`) and how many registers the binary16 rounding has of its
-#: own before the output register (0..3 of its steps' registers); ``input``: a
-#: :class:`~hdl.stream_stage.PingPongBuffer` between ``i`` and the front, so that ``i.ready``
-#: and the admission state read flip-flops, not the front's clock enable.
+#: own before the output register (0..3 of its steps' registers); ``input`` (kk mode): a
+#: :class:`~hdl.stream_stage.PingPongBuffer` between ``i`` and the Concat array, so that
+#: ``i.ready`` and the admission state read flip-flops, not the array's clock enable.
 PIPELINE_DEPTHS = {
     0: {"counter": 0, "product": (), "add": (), "output": 0, "input": False},
     1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1,
@@ -81,11 +81,13 @@ class KllmColumn(wiring.Component):
 
     Micro-architecture:
 
-    * front: ``i`` -> Concat array (kk; ``mask`` and ``last`` travel beside it in registers
-      on its clock enable) -> :class:`~hdl.stream_stage.PingPongBuffer` -> counter. The
-      buffer's payload registers load from the Concat side only, so the counter's clock enable
-      (which fans out to its whole front) reaches two pointers, not the Concat array's
-      registers. In ik mode the activation index and the weight go to the counter directly.
+    * front: ``i`` -> (``pipeline`` 6, kk: :class:`~hdl.stream_stage.PingPongBuffer`) ->
+      Concat array (kk; ``mask`` and ``last`` travel beside it in registers on its clock
+      enable) -> :class:`~hdl.stream_stage.PingPongBuffer` -> counter. The second buffer's
+      payload registers load from the Concat side only, so the counter's clock enable (which
+      fans out to its whole front) reaches two pointers, not the Concat array's registers; the
+      first makes ``i.ready`` a gate of flip-flops instead of the Concat array's clock enable.
+      In ik mode the activation index and the weight go to the counter directly.
     * codebook: a ``2**bits`` x 16 memory (banks of 64 from 65 to 256 entries) written by ``cb``
       a cycle after each beat (cleared after reset); read at the bin the counter sends, the
       entry registered once more before it is used.
@@ -189,7 +191,8 @@ class KllmColumn(wiring.Component):
         # Product pipeline: the codebook read register, a register of the entry read, the
         # optional product cuts, and the register in front of the loop.
         self.product_stages = 3 + product_registers(self.product_cuts)
-        self.input_buffer = depth["input"]
+        # ik: the counter takes i itself, and its front's clock enable is a flip-flop already.
+        self.input_buffer = depth["input"] and self.mode == "kk"
         front = self.concat.latency + PingPongBuffer.latency if self.concat else 0
         front += PingPongBuffer.latency if self.input_buffer else 0
         self.latency = (front + self.counter.latency + PingPongBuffer.latency + self.bins - 1
