@@ -12,13 +12,14 @@ whatever the design does, where the vendor flow (and a design instantiating the 
 nextpnr reads it: for each unregistered ``MULT18X18D`` and each operand port (A, B) whose
 every non-constant pin is the output of a ``TRELLIS_FF`` on one clock and one clock enable,
 without set/reset (its ``LSR`` tied to 0, ``REGSET`` = ``RESET``, so it powers up to 0 like the
-multiplier's registers), the port's input register is turned on (``REG_INPUT{A,B}_CLK`` =
-``CLK0``, its enable one of CE0..CE3, ``RST0`` tied to 0) and the pins read the flip-flops'
-data inputs instead of their outputs. Flip-flops left without a reader are removed; a
-flip-flop that also feeds other logic stays (the multiplier holds a copy). The function is
-behaviour-preserving cycle for cycle from the power-up state: both registers load the same
-data on the same enabled edges (``tests/test_ecp5_dsp.py`` proves it on a synthesized
-netlist with the simulation model ``verif/models/MULT18X18D.v``).
+multiplier's registers), and whose sign input (``SIGNEDA``/``SIGNEDB``) is a constant, the
+port's input register is turned on (``REG_INPUT{A,B}_CLK`` = ``CLK0``, its enable one of
+CE0..CE3, ``RST0`` tied to 0) and the pins read the flip-flops' data inputs instead of their
+outputs. Flip-flops left without a reader are removed; a flip-flop that also feeds other
+logic stays (the multiplier holds a copy). The move keeps the behaviour cycle for cycle from
+power-up: both registers load the same data on the same enabled edges
+(``tests/test_ecp5_dsp.py`` checks it on a synthesized netlist for every input sequence of 8
+cycles, with the simulation model ``verif/models/MULT18X18D.v``).
 
 It changes only what nextpnr places; the Verilog the project emits is untouched.
 """
@@ -100,6 +101,11 @@ def _absorb_module(cells: dict, protected: set, within: str) -> int:
                 enables[connections[slot][0]] = slot
         for port in ("A", "B"):
             if parameters.get(f"REG_INPUT{port}_CLK", "NONE") != "NONE":
+                continue
+            # Whether the input register also holds SIGNEDA / SIGNEDB is not spelled out by the
+            # sysDSP guide (verif/models/MULT18X18D.v assumes it does); with the constant sign
+            # mode of Yosys' mapping the move preserves behaviour either way.
+            if not isinstance(connections.get(f"SIGNED{port}", ["0"])[0], str):
                 continue
             pins = [f"{port}{k}" for k in range(_PORT_WIDTH)]
             registers = {}

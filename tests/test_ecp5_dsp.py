@@ -132,7 +132,7 @@ def _tiny(register_parameters, lsr="0", second_clock=False):
 
 
 @pytest.mark.parametrize("case", ["plain", "set", "reset", "inverted enable", "two clocks",
-                                  "outside the unit"])
+                                  "outside the unit", "dynamic sign"])
 def test_only_plain_registers_on_one_clock_are_moved(case):
     netlist = {
         "plain": lambda: _tiny({}),
@@ -141,7 +141,12 @@ def test_only_plain_registers_on_one_clock_are_moved(case):
         "inverted enable": lambda: _tiny({"CEMUX": "INV"}),
         "two clocks": lambda: _tiny({}, second_clock=True),
         "outside the unit": lambda: _tiny({}),
+        "dynamic sign": lambda: _tiny({}),
     }[case]()
+    if case == "dynamic sign":
+        multiplier = netlist["modules"]["top"]["cells"]["mul"]
+        multiplier["connections"]["SIGNEDA"] = [9]
+        multiplier["port_directions"]["SIGNEDA"] = "input"
     moved = absorb_operand_registers(netlist, within="dut." if case == "outside the unit" else "")
     cells = netlist["modules"]["top"]["cells"]
     if case == "plain":
