@@ -34,28 +34,21 @@ _PORT_WIDTH = 18
 _ENABLES = ("CE0", "CE1", "CE2", "CE3")
 
 
-def _bit_users(cells: dict) -> dict:
-    """Netlist bit -> list of (cell name, port) reading it."""
-    users = defaultdict(list)
+def _connectivity(cells: dict) -> tuple[dict, dict]:
+    """Netlist bit -> (cell name, port) driving it, and bit -> list of (cell name, port)
+    reading it."""
+    drivers, users = {}, defaultdict(list)
     for name, cell in cells.items():
         for port, bits in cell["connections"].items():
-            if cell["port_directions"].get(port) != "output":
-                for bit in bits:
-                    if not isinstance(bit, str):
-                        users[bit].append((name, port))
-    return users
-
-
-def _bit_drivers(cells: dict) -> dict:
-    """Netlist bit -> (cell name, port) driving it."""
-    drivers = {}
-    for name, cell in cells.items():
-        for port, bits in cell["connections"].items():
-            if cell["port_directions"].get(port) == "output":
-                for bit in bits:
-                    if not isinstance(bit, str):
-                        drivers[bit] = (name, port)
-    return drivers
+            output = cell["port_directions"].get(port) == "output"
+            for bit in bits:
+                if isinstance(bit, str):
+                    continue
+                if output:
+                    drivers[bit] = (name, port)
+                else:
+                    users[bit].append((name, port))
+    return drivers, users
 
 
 def _plain_register(cell: dict):
@@ -86,7 +79,7 @@ def _connect(cell: dict, port: str, bit) -> None:
 
 
 def _absorb_module(cells: dict, protected: set, within: str) -> int:
-    drivers, users = _bit_drivers(cells), _bit_users(cells)
+    drivers, users = _connectivity(cells)
     absorbed = set()
     for name, cell in cells.items():
         if cell["type"] != "MULT18X18D":

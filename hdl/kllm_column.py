@@ -45,10 +45,8 @@ PIPELINE_DEPTHS = {
     5: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
         "output": 3, "input": False},
-    6: {"counter": 3, "product": PRODUCT_CUTS,
-        "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
-        "output": 3, "input": True},
 }
+PIPELINE_DEPTHS[6] = {**PIPELINE_DEPTHS[5], "input": True}
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
 #: The default depth: the highest Fmax measured (docs/units/kllm_column.md).
 DEFAULT_PIPELINE = 6
@@ -252,8 +250,8 @@ class KllmColumn(wiring.Component):
             self.i.ready.eq(admitted.ready & ~block_i),
         ]
         if self.input_buffer:
-            # i.ready and i_take are then gates of flip-flops: the front's clock enable (which
-            # loads the Concat array or the counter's front) stays at the buffer's pointers.
+            # i.ready and i_take are then gates of flip-flops: the Concat array's clock enable
+            # stays at the buffer's pointers.
             # The admission state counts beats into the buffer, which belong to reductions
             # already accepted, so a load still waits for them (mid_reduction, outstanding).
             m.submodules.input_buffer = input_buffer = PingPongBuffer(self.in_layout)
