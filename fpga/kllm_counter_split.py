@@ -19,11 +19,12 @@ flattened counter; both totals are printed.
 import argparse
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from amaranth.back import verilog
 
-from gen.registry import resolve_params
+from gen.registry import parse_assignment, resolve_params
 from gen.verilog import generate
 
 from .yosys import CMOS_FLIP_FLOP_LEGALIZATION, find_yosys, synth
@@ -109,11 +110,13 @@ def main(argv=None):
     parser.add_argument("--set", action="append", default=[], metavar="K=V")
     parser.add_argument("--build-dir", default="build")
     args = parser.parse_args(argv)
-    _, params = resolve_params("kllm_idx_counter", args.config, {})
-    for item in args.set:
-        key, value = item.split("=", 1)
-        params[key] = json.loads(value)
-    rows, flat, mac, resolved = split(params, args.build_dir)
+    try:
+        overrides = dict(parse_assignment(text) for text in args.set)
+        _, params = resolve_params("kllm_idx_counter", args.config, overrides)
+        rows, flat, mac, resolved = split(params, args.build_dir)
+    except (ValueError, TypeError) as error:
+        print(f"fpga counter-split: {error}", file=sys.stderr)
+        return 2
     total = {k: sum(row.get(k, 0) for row in rows.values())
              for k in ("LUT", "FF", "CARRY", "transistors")}
     print(f"kllm_idx_counter {json.dumps(resolved)}; fp16_mac (defaults): {mac} transistors")

@@ -50,6 +50,10 @@ def test_one_command_line_runs_every_study(tmp_path, capsys):
     assert "fpga.sweep: unknown unit 'nope'" in capsys.readouterr().err
     assert main(["report", "--unit", "nope", "--build-dir", str(tmp_path)]) == 2
     assert "not in the report" in capsys.readouterr().err
+    assert main(["counter-split", "--set", "banks", "--build-dir", str(tmp_path / "split")]) == 2
+    assert "fpga counter-split: parameter assignment must look like key=value" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "split").exists()
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "paper-area" in capsys.readouterr().out
