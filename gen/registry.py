@@ -201,7 +201,7 @@ UNITS = {
             name="kllm_column",
             factory="hdl.kllm_column:KllmColumn",
             defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
-                      "weight_bits": None, "max_len": 4096, "pipeline": 6},
+                      "weight_bits": None, "max_len": 4096, "banks": 2, "pipeline": 6},
             configs={
                 # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
                 # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).

@@ -98,13 +98,15 @@ class KllmColumn(wiring.Component):
       so a non-zero bin takes ``add_cycles`` cycles; a zero bin is skipped in one cycle.
     * output: the accumulator after the final bin -> binary16 rounding -> ``o``.
 
-    Throughput: one ``i`` beat per cycle while the counter accepts; the counter holds one
-    histogram in its readout bank while the next reduction counts, so the weighted sum of one
-    reduction overlaps the counting of the next. The weighted sum of a reduction whose
-    histogram has ``z`` non-zero bins takes about ``2**bits + (add_cycles - 1) * z`` cycles;
-    reductions of at least that many beats stream with no stall (with every bin non-zero,
-    ``add_cycles * 2**bits`` beats: 2,304 for 256 bins at the default depth; 144 for the 16
-    bins of ik mode). Shorter ones keep the adder busy: results back to back.
+    Throughput: one ``i`` beat per cycle while the counter accepts; with ``banks=2`` the
+    counter holds one histogram in its readout bank while the next reduction counts, so the
+    weighted sum of one reduction overlaps the counting of the next (with ``banks=1`` it does
+    not: ``i`` waits while the histogram is read). The weighted sum of a reduction whose
+    histogram has ``z`` non-zero bins takes about ``2**bits + (add_cycles - 1) * z`` cycles.
+    With ``banks=2`` reductions of at least that many beats stream with no stall (with every
+    bin non-zero, ``add_cycles * 2**bits`` beats: 2,304 for 256 bins at the default depth;
+    144 for the 16 bins of ik mode); shorter ones keep the adder busy: results back to back.
+    With ``banks=1`` a reduction of B beats occupies ``i`` for about B + that many cycles.
 
     Parameters
     ----------
@@ -120,6 +122,13 @@ class KllmColumn(wiring.Component):
     max_len : int
         Longest reduction that never overflows a bin (lanes, masked ones included), 1..
         (default 4096); the counter's width follows from it, and counts above 2^24 are refused.
+    banks : int
+        The counter's histogram banks, 1..2 (default 2;
+        :class:`~hdl.kllm_idx_counter.KllmIdxCounter`). 2: the next reduction counts while the
+        weighted sum reads the previous histogram. 1: no readout bank (``2**bits x
+        (count_bits + 1)`` flip-flops fewer); ``i`` waits (``i.ready`` low) from a reduction's
+        ``last`` beat until its histogram has left the counter, about ``2**bits`` cycles plus
+        the weighted sum's own stalls. Outputs are the same either way.
     pipeline : int
         0..6 (default 6, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
 
@@ -155,7 +164,7 @@ class KllmColumn(wiring.Component):
     """
 
     def __init__(self, *, a_bits=4, b_bits=4, n_inputs=16, mode="kk", weight_bits=None,
-                 max_len=4096, pipeline=DEFAULT_PIPELINE):
+                 max_len=4096, banks=2, pipeline=DEFAULT_PIPELINE):
         self.a_bits = check_int("a_bits", a_bits, min_value=1, max_value=8)
         self.b_bits = check_int("b_bits", b_bits, min_value=1, max_value=8)
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
@@ -166,10 +175,12 @@ class KllmColumn(wiring.Component):
             raise ValueError(f"a_bits + b_bits must be at most 10 in mode 'kk' (the counter's "
                              f"idx_bits range 1..10), not {self.a_bits} + {self.b_bits}")
         depth = PIPELINE_DEPTHS[self.pipeline]
+        self.banks = check_int("banks", banks, min_value=1, max_value=2)
         # The counter validates weight_bits (None in kk) and max_len.
         self.counter = KllmIdxCounter(n_inputs=self.n_inputs, idx_bits=self.idx_bits,
                                       mode=self.mode, weight_bits=weight_bits, max_len=max_len,
-                                      overflow=True, pipeline=depth["counter"])
+                                      overflow=True, banks=self.banks,
+                                      pipeline=depth["counter"])
         self.weight_bits = self.counter.weight_bits
         self.max_len = self.counter.max_len
         self.count_bits = self.counter.count_bits

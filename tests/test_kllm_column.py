@@ -40,6 +40,9 @@ from verif.runner import BenchFailure, edit_site, replay, run_testbench
     ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.6, not -1"),
     ({"pipeline": 7}, ValueError, r"pipeline must be in range 0\.\.6, not 7"),
     ({"pipeline": 1.0}, TypeError, r"pipeline must be an integer, not 1\.0"),
+    ({"banks": 0}, ValueError, r"banks must be in range 1\.\.2, not 0"),
+    ({"banks": 3}, ValueError, r"banks must be in range 1\.\.2, not 3"),
+    ({"banks": 2.0}, TypeError, r"banks must be an integer, not 2\.0"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -91,6 +94,11 @@ BENCH_CONFIGS = [
     pytest.param(None, {"a_bits": 2, "b_bits": 2}, 300, marks=pytest.mark.large,
                  id="kk-16bins"),
     pytest.param("w3a3-64bins", {}, 150, id="w3a3-64bins"),
+    # One bank, at the lowest and the default depth.
+    pytest.param(None, {"a_bits": 2, "b_bits": 2, "max_len": 40, "banks": 1, "pipeline": 0},
+                 300, id="kk-16bins-maxlen40-banks1-pipeline0"),
+    pytest.param(None, {"a_bits": 3, "b_bits": 3, "max_len": 40, "banks": 1}, 150,
+                 id="kk-64bins-maxlen40-banks1"),
     pytest.param("kllm-ik-a4", {}, 300, id="kllm-ik-a4"),
     pytest.param(None, {"mode": "ik", "a_bits": 2, "weight_bits": 3, "n_inputs": 5,
                         "max_len": 16, "pipeline": 0}, 300,
