@@ -8,6 +8,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
+QLLM   := $(VENV)/bin/qllm
 STAMP  := $(VENV)/.installed
 JOBS   ?= auto
 
@@ -44,60 +45,60 @@ venv: $(STAMP)
 all: verilog benches oaken-report p3-report accllm-report paper area
 
 verilog: $(STAMP)
-	$(PY) -m gen verilog
+	$(QLLM) verilog
 
 benches: $(STAMP)
-	$(PY) -m verif sim
+	$(QLLM) sim
 
 sim: $(STAMP)
-	$(PY) -m verif sim $(unit_args)
+	$(QLLM) sim $(unit_args)
 
 bench: $(STAMP)
-	$(PY) -m verif bench $(if $(UNIT),--unit $(UNIT))
+	$(QLLM) bench $(if $(UNIT),--unit $(UNIT))
 
 # Proofs, pip only (Yosys's linked ABC for PDR, yowasp-sby + the Yices wheel for k-induction):
 # stream rules of every unit, arithmetic equivalences, Orizuru invariants (verif/formal/);
 # table in build/formal/summary.md.
 formal: $(STAMP)
-	$(PY) -m verif formal $(if $(UNIT),--unit $(UNIT))
+	$(QLLM) formal $(if $(UNIT),--unit $(UNIT))
 
 # Seconds to elaborate every unit's default, paper and largest legal configurations, one fresh
 # process each (make elaboration [UNIT=orizuru]).
 elaboration: $(STAMP)
-	$(PY) -m gen elaboration $(if $(UNIT),--unit $(UNIT))
+	$(QLLM) elaboration $(if $(UNIT),--unit $(UNIT))
 
 # Oaken: profiled thresholds, stored bits and error against 4-bit baselines (golden models only).
 oaken-report: $(STAMP)
-	$(PY) -m golden.oaken_report
+	$(PY) -m qllm_cores.golden.oaken_report
 
 # P3-LLM formats: S0E4M4 / E4M3 / INT8 scores, BitMoD / INT4 / FP4 weights, effective bits.
 p3-report: $(STAMP)
-	$(PY) -m golden.p3_report
+	$(PY) -m qllm_cores.golden.p3_report
 
 # AccLLM DSP packing: DSP48E2 / MULT18X18D / SB_MAC16, LUT, CARRY, FF of packed vs plain
 # multipliers per mode and FPGA family, from one run (build/reports/accllm_dsp_mul.md).
 accllm-report: $(STAMP)
-	$(PY) -m fpga accllm
+	$(QLLM) accllm
 
 area synth: verilog
-	$(PY) -m fpga area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+	$(QLLM) area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
 
 # Fmax from nextpnr (iCE40 UP5K, ECP5 25F; TARGET=ice40|ecp5|ecp5-85k for one), each unit in a registered
 # wrapper so pins do not count (build/reports/fmax.md, .csv).
 fmax: verilog
-	$(PY) -m fpga fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+	$(QLLM) fmax $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
 
 # Standard-cell area (um^2, NAND2-equivalents) and estimated Fmax of the generated units on
 # open libraries (fpga/stdcell): make stdcell [UNIT=p3_pe] [LIBRARY=asap7]
 LIBRARY ?=
 stdcell: verilog
-	$(PY) -m fpga stdcell $(if $(UNIT),--unit $(UNIT)) $(foreach l,$(LIBRARY),--library $(l))
+	$(QLLM) stdcell $(if $(UNIT),--unit $(UNIT)) $(foreach l,$(LIBRARY),--library $(l))
 
 # Every unit at a paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5, Xilinx, CMOS transistors,
 # nextpnr Fmax (iCE40 UP5K, ECP5 25F, 85F when it does not fit), ratios to the baselines
 # (build/reports/report.md, .csv, .json).
 report: $(STAMP)
-	$(PY) -m fpga report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(QLLM) report $(if $(UNIT),--unit $(UNIT)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # The papers' checkable numbers next to ours, computed by the golden models
 # (build/reports/paper.md, .csv), then the papers' hardware tables (KLLM Table I, P3-LLM
@@ -105,17 +106,17 @@ report: $(STAMP)
 # shallowest depth meeting the paper's clock scaled by FO4 (build/reports/paper-area.md, .csv;
 # docs/paper.md): make paper [LIBRARY="sky130 ihp asap7"] (default sky130 and ihp).
 paper: $(STAMP)
-	$(PY) -m golden.paper
-	$(PY) -m fpga paper-area $(foreach l,$(LIBRARY),--library $(l))
+	$(PY) -m qllm_cores.golden.paper
+	$(QLLM) paper-area $(foreach l,$(LIBRARY),--library $(l))
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
-# then `python -m fpga host --port /dev/ttyUSB1 --manifest .../<unit>.manifest.json --count N`
+# then `qllm host --port /dev/ttyUSB1 --manifest .../<unit>.manifest.json --count N`
 # streams vectors to it.
 BOARD ?= icebreaker
 BAUD  ?= 115200
 bitstream: $(STAMP)
-	$(PY) -m fpga bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
+	$(QLLM) bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
 
 # The README's Results section and docs/results/: the report, the Orizuru n sweep and the
 # p3_pe pipeline-depth trade-off (area / Fmax / latency) plots.
@@ -124,9 +125,9 @@ RESULTS_SWEEP := --unit orizuru --param n --values 4 8 16 32 --target ice40 ecp5
 RESULTS_PIPELINE_SWEEP := --unit p3_pe --param pipeline --values 0 1 2 3 --target ice40 ecp5 cmos \
                           --fmax-target ice40 ecp5
 results: report
-	$(PY) -m fpga sweep $(RESULTS_SWEEP)
-	$(PY) -m fpga sweep $(RESULTS_PIPELINE_SWEEP)
-	$(PY) -m fpga report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
+	$(QLLM) sweep $(RESULTS_SWEEP)
+	$(QLLM) sweep $(RESULTS_PIPELINE_SWEEP)
+	$(QLLM) report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
 	    --plot build/reports/sweep-p3_pe-pipeline.png --readme README.md
 
 # make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
@@ -141,14 +142,14 @@ SWEEP_JOBS ?= 2
 sweep: $(STAMP)
 	@test -n "$(UNIT)" -a -n "$(PARAM)" || \
 	    { echo 'usage: make sweep UNIT=<unit> PARAM=<param> VALUES="v1 v2 ..."'; exit 2; }
-	$(PY) -m fpga sweep --unit $(UNIT) --param $(PARAM) --values $(VALUES) \
+	$(QLLM) sweep --unit $(UNIT) --param $(PARAM) --values $(VALUES) \
 	    $(if $(CONFIG),--config $(CONFIG)) $(foreach kv,$(SET),--set $(kv)) \
 	    $(if $(TARGET),--target $(TARGET)) \
 	    $(if $(or $(FMAX),$(FMAX_TARGET)),--fmax-target $(or $(FMAX_TARGET),ice40 ecp5)) \
 	    $(if $(SCHEDULER),--scheduler $(SCHEDULER)) --jobs $(SWEEP_JOBS)
 
 lint: verilog
-	$(PY) -m verif lint
+	$(QLLM) lint
 
 test: $(STAMP)
 	@# Compile the YoWASP tools' WebAssembly once, before parallel workers would each do it.

@@ -1,6 +1,6 @@
 """FPGA and ASIC-style area estimates of the generated units, by Yosys (YoWASP build).
 
-`synth` maps one Verilog file to one target and returns its cell counts; ``python -m fpga
+`synth` maps one Verilog file to one target and returns its cell counts; ``qllm
 area`` does that for every generated unit and target and writes ``reports/area.md`` and
 ``reports/area.csv``.
 
@@ -10,12 +10,12 @@ registered timing wrapper), `fpga.fmax` (a place-and-route run), `fpga.cache` (r
 by Verilog and flow), `fpga.jobs` (the job runner: local process pool or dask, one progress
 bar, one failure shape `fpga.jobs.Failure`); the studies above them describe rows and render
 (`area`, `fmax`, `report` + `report_render`, `sweep` + `sweep_report`, `accllm_table` +
-`accllm_report`, `paper_area`, `kllm_counter_split`), all run by `python -m fpga <command>`.
+`accllm_report`, `paper_area`, `kllm_counter_split`), all run by `qllm <command>`.
 The board link is the package `fpga.bridge` (protocol, gateware, board builds, host;
-``python -m fpga bitstream`` and ``python -m fpga host``).
+``qllm bitstream`` and ``qllm host``).
 """
 
-from fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version
+from qllm_cores.fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version
 
 __all__ = [
     "TARGETS",

@@ -1,8 +1,8 @@
-"""One command line for the studies and the board link: ``python -m fpga {area,fmax,report,
+"""One command line for the studies and the board link: ``qllm {area,fmax,report,
 sweep,accllm,paper-area,counter-split,stdcell,bitstream,host} ...``.
 
 ``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
-own command lines (``python -m fpga <command> --help``), which ``python -m fpga.<module>``
+own command lines (``qllm <command> --help``), which ``python -m qllm_cores.fpga.<module>``
 still runs. Exit codes of ``area``: 0 on success, 1 if any synthesis run failed, 2 for bad
 arguments or when the units to report on cannot be found.
 """
@@ -14,7 +14,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from fpga.area import (
+from qllm_cores.fpga.area import (
     AreaInputError,
     area_csv,
     area_markdown,
@@ -26,7 +26,7 @@ from fpga.area import (
     synthesize_all,
     write_reports,
 )
-from fpga.yosys import TARGETS, SynthError, yosys_version
+from qllm_cores.fpga.yosys import TARGETS, SynthError, yosys_version
 
 EXIT_OK = 0
 EXIT_SYNTH_FAILED = 1
@@ -34,15 +34,15 @@ EXIT_BAD_INPUT = 2
 
 #: Commands run by a study's own ``main(argv)``: name -> (module, one-line help).
 COMMANDS = {
-    "fmax": ("fpga.fmax", "nextpnr Fmax of the generated units in the registered wrapper"),
-    "report": ("fpga.report", "every unit at its paper configuration: area, Fmax, ratios"),
-    "sweep": ("fpga.sweep", "area (and Fmax) against one parameter of a unit"),
-    "accllm": ("fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
-    "paper-area": ("fpga.paper.cli", "the papers' hardware tables beside ours, standard cells"),
-    "counter-split": ("fpga.kllm_counter_split", "the KLLM counter's area split by block"),
-    "stdcell": ("fpga.stdcell.cli", "standard-cell area and estimated Fmax on open PDKs"),
-    "bitstream": ("fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
-    "host": ("fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
+    "fmax": ("qllm_cores.fpga.fmax", "nextpnr Fmax of the generated units in the registered wrapper"),
+    "report": ("qllm_cores.fpga.report", "every unit at its paper configuration: area, Fmax, ratios"),
+    "sweep": ("qllm_cores.fpga.sweep", "area (and Fmax) against one parameter of a unit"),
+    "accllm": ("qllm_cores.fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
+    "paper-area": ("qllm_cores.fpga.paper.cli", "the papers' hardware tables beside ours, standard cells"),
+    "counter-split": ("qllm_cores.fpga.kllm_counter_split", "the KLLM counter's area split by block"),
+    "stdcell": ("qllm_cores.fpga.stdcell.cli", "standard-cell area and estimated Fmax on open PDKs"),
+    "bitstream": ("qllm_cores.fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
+    "host": ("qllm_cores.fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
 }
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fpga", description="FPGA and CMOS area estimates of the generated units."
+        prog="qllm", description="FPGA and CMOS area estimates of the generated units."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     area = commands.add_parser(
@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     area.set_defaults(command_function=_area_command)
     for name, (module, text) in COMMANDS.items():
         # Listed for --help; main() hands their arguments to the module before parsing.
-        commands.add_parser(name, help=f"{text} (python -m fpga {name} --help)",
+        commands.add_parser(name, help=f"{text} (qllm {name} --help)",
                             add_help=False)
     return parser
 

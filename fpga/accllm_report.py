@@ -8,10 +8,10 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fpga.yosys import TARGETS, SynthResult
+from qllm_cores.fpga.yosys import TARGETS, SynthResult
 
 if TYPE_CHECKING:
-    from fpga.accllm_table import Row
+    from qllm_cores.fpga.accllm_table import Row
 
 __all__ = ["COLUMNS", "CSV_COLUMNS", "METRICS", "report_markdown", "table_csv",
            "table_markdown"]

@@ -5,7 +5,7 @@
 
 Usage::
 
-    python -m fpga.accllm_table [--jobs N] [--build-dir DIR] [--row ID ...]
+    qllm accllm [--jobs N] [--build-dir DIR] [--row ID ...]
 
 Every row is one variant of :class:`hdl.accllm_dsp_mul.AccllmDspMul` (``x_bits = 8``, signed
 activations) synthesized by Yosys for one FPGA family, next to its baseline
@@ -48,12 +48,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpga.accllm_report import COLUMNS, report_markdown, table_csv, table_markdown
-from fpga.area import positive_int_argument, remove_reports, write_reports
-from fpga.jobs import Failure, run_jobs
-from fpga.yosys import SynthError, SynthResult, synth, yosys_version
-from gen import generate
-from hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
+from qllm_cores.fpga.accllm_report import COLUMNS, report_markdown, table_csv, table_markdown
+from qllm_cores.fpga.area import positive_int_argument, remove_reports, write_reports
+from qllm_cores.fpga.jobs import Failure, run_jobs
+from qllm_cores.fpga.yosys import SynthError, SynthResult, synth, yosys_version
+from qllm_cores.gen import generate
+from qllm_cores.hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
 
 __all__ = [
     "COLUMNS",
@@ -368,7 +368,7 @@ EXIT_BAD_INPUT = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fpga.accllm_table",
+        prog="qllm accllm",
         description="AccLLM DSP-packing resource table: packed vs plain multipliers on "
                     "xilinx, ecp5 and ice40, from one run.")
     parser.add_argument("--jobs", type=positive_int_argument, default=2, metavar="N",

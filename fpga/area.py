@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpga.cache import cached, flow_fingerprint
-from fpga.jobs import Failure, run_jobs
-from fpga.tools import unique
-from fpga.yosys import TARGETS, SynthResult, synth
+from qllm_cores.fpga.cache import cached, flow_fingerprint
+from qllm_cores.fpga.jobs import Failure, run_jobs
+from qllm_cores.fpga.tools import unique
+from qllm_cores.fpga.yosys import TARGETS, SynthResult, synth
 
 __all__ = [
     "AreaInputError",

@@ -1,8 +1,8 @@
-"""``python -m fpga.bitstream``: the board build's old entry point (:mod:`fpga.bridge.board`)."""
+"""``qllm bitstream``: the board build's old entry point (:mod:`fpga.bridge.board`)."""
 
 import sys
 
-from fpga.bridge.board import main
+from qllm_cores.fpga.bridge.board import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Fmax of the generated units from nextpnr (iCE40 UP5K, ECP5 25F and 85F).
 
-``python -m fpga.fmax [--unit U ...] [--target T ...] [--jobs N] [--build-dir DIR]`` places
+``qllm fmax [--unit U ...] [--target T ...] [--jobs N] [--build-dir DIR]`` places
 and routes every generated unit (``BUILD_DIR/verilog/<unit>.v`` with its ``.json``
 manifest) inside a timing wrapper and reports the Fmax nextpnr achieves, with the
 resources it used, in ``BUILD_DIR/reports/fmax.md`` and ``fmax.csv`` (and the table on
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fpga.area import (
+from qllm_cores.fpga.area import (
     AreaInputError,
     Unit,
     find_units,
@@ -54,14 +54,14 @@ from fpga.area import (
     write_reports,
     write_sources,
 )
-from fpga.cache import cached, flow_fingerprint
-from fpga.ecp5_dsp import absorb_operand_registers
-from fpga.jobs import Failure, run_jobs
-from fpga.nextpnr import (FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report,
+from qllm_cores.fpga.cache import cached, flow_fingerprint
+from qllm_cores.fpga.ecp5_dsp import absorb_operand_registers
+from qllm_cores.fpga.jobs import Failure, run_jobs
+from qllm_cores.fpga.nextpnr import (FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report,
                           over_capacity)
-from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
-from fpga.wrapper import WRAPPER_TOP, check_ports_against_verilog, unit_ports, wrapper_verilog
-from fpga.yosys import SynthError, find_yosys, yosys_version
+from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
+from qllm_cores.fpga.wrapper import WRAPPER_TOP, check_ports_against_verilog, unit_ports, wrapper_verilog
+from qllm_cores.fpga.yosys import SynthError, find_yosys, yosys_version
 
 __all__ = ["FMAX_TARGETS", "FmaxError", "FmaxResult", "FmaxTimeout", "FmaxTarget", "SEEDS",
            "fmax_all", "fmax_job", "fmax_run", "main", "median", "seeds_text"]
@@ -456,10 +456,10 @@ EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fpga.fmax``; returns 0, 1 if any run failed (the report still lists the
+    """``qllm fmax``; returns 0, 1 if any run failed (the report still lists the
     others and marks the failed ones), or 2 for bad arguments or no generated units."""
     parser = argparse.ArgumentParser(
-        prog="python -m fpga.fmax",
+        prog="qllm fmax",
         description="Fmax of the generated units from nextpnr, each inside a registered "
                     "timing wrapper; writes BUILD_DIR/reports/fmax.md and fmax.csv.")
     parser.add_argument("--unit", action="append", default=[], metavar="NAME",
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=Path("build"),
                         help="build directory (default: build)")
     arguments = parser.parse_args(argv)
-    from fpga.fmax_report import fmax_csv, fmax_markdown, fmax_table  # it imports this module
+    from qllm_cores.fpga.fmax_report import fmax_csv, fmax_markdown, fmax_table  # it imports this module
     build_dir: Path = arguments.build_dir
     targets = [t for t in FMAX_TARGETS if t in (arguments.target or DEFAULT_TARGETS)]
     try:

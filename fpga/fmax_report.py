@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fpga.area import Unit, format_params, long_csv
-from fpga.fmax import FMAX_TARGETS, SEEDS, TARGET_FREQUENCY_MHZ, seeds_text
-from fpga.jobs import Failure
+from qllm_cores.fpga.area import Unit, format_params, long_csv
+from qllm_cores.fpga.fmax import FMAX_TARGETS, SEEDS, TARGET_FREQUENCY_MHZ, seeds_text
+from qllm_cores.fpga.jobs import Failure
 
 __all__ = ["fmax_csv", "fmax_markdown", "fmax_table"]
 

@@ -1,6 +1,6 @@
 """Area split of ``kllm_idx_counter`` into the blocks of KLLM section IV-B, beside Table I.
 
-``python -m fpga counter-split [--config w3a3-64bins] [--set banks=1] [--build-dir build]``
+``qllm counter-split [--config w3a3-64bins] [--set banks=1] [--build-dir build]``
 
 The counter is generated with ``keep_blocks`` (the same circuit, with the decode, bit counters,
 accumulation and readout as submodules) and synthesized once per target with the hierarchy kept
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from gen.registry import parse_assignment, resolve_params
-from gen.verilog import generate
+from qllm_cores.gen.registry import parse_assignment, resolve_params
+from qllm_cores.gen.verilog import generate
 
 from .yosys import CMOS_FLIP_FLOP_LEGALIZATION, find_yosys, synth
 
@@ -104,7 +104,7 @@ def split(params, build_dir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fpga counter-split",
+    parser = argparse.ArgumentParser(prog="qllm counter-split",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="w3a3-64bins")
     parser.add_argument("--set", action="append", default=[], metavar="K=V")

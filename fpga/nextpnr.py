@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from fpga.tools import log_tail
+from qllm_cores.fpga.tools import log_tail
 
 __all__ = ["FmaxError", "FmaxTimeout", "capacity_shortfall", "nextpnr_report",
            "over_capacity", "over_capacity_text"]

@@ -1,9 +1,9 @@
-"""``python -m fpga.paper_area``: the same command as ``python -m fpga paper-area``
+"""``qllm paper-area``: the same command as ``qllm paper-area``
 (:mod:`fpga.paper.cli`), kept for the old entry point."""
 
 import sys
 
-from fpga.paper.cli import main
+from qllm_cores.fpga.paper.cli import main
 
 __all__ = ["main"]
 

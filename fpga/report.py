@@ -1,6 +1,6 @@
 """One table of every unit at its paper configuration: area, Fmax and baseline ratios.
 
-``python -m fpga.report [--unit U ...] [--jobs N] [--build-dir build]`` (``make report``)
+``qllm report [--unit U ...] [--jobs N] [--build-dir build]`` (``make report``)
 
 1. generates every row of `REPORT_ROWS` (a registered unit at a named paper configuration,
    the registry's ``report`` entries)
@@ -17,7 +17,7 @@
 4. writes ``BUILD_DIR/reports/report.md``, ``report.csv`` (long format) and ``report.json``
    (everything the tables are rendered from) and prints the Markdown.
 
-``python -m fpga.report --publish docs/results [--plot PNG ...] [--readme README.md]`` copies
+``qllm report --publish docs/results [--plot PNG ...] [--readme README.md]`` copies
 ``report.json`` (and the plots) to the published folder and rewrites the README's "Results"
 section from them, so that every number there comes from a command
 (`fpga.report_render.render_readme_section`;
@@ -37,15 +37,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fpga.area import Unit, area_job, find_units, format_params, positive_int_argument
-from fpga.fmax import fmax_job, tool_versions
-from fpga.jobs import Failure, JobSetupError, run_jobs
-from fpga.nextpnr import FmaxError
-from fpga.report_render import (AREA_TARGETS, FMAX_COLUMNS, STDCELL_TARGETS, publish, render_csv,
+from qllm_cores.fpga.area import Unit, area_job, find_units, format_params, positive_int_argument
+from qllm_cores.fpga.fmax import fmax_job, tool_versions
+from qllm_cores.fpga.jobs import Failure, JobSetupError, run_jobs
+from qllm_cores.fpga.nextpnr import FmaxError
+from qllm_cores.fpga.report_render import (AREA_TARGETS, FMAX_COLUMNS, STDCELL_TARGETS, publish, render_csv,
                                  render_markdown)
-from fpga.stdcell import LibraryError, find_liberty, stdcell_job
-from gen.registry import UNITS, resolve_params
-from gen.verilog import generate
+from qllm_cores.fpga.stdcell import LibraryError, find_liberty, stdcell_job
+from qllm_cores.gen.registry import UNITS, resolve_params
+from qllm_cores.gen.verilog import generate
 
 __all__ = [
     "REPORT_ROWS",
@@ -274,10 +274,10 @@ EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fpga.report``; 0, 1 if any run failed (the report still marks it), 2 on
+    """``qllm report``; 0, 1 if any run failed (the report still marks it), 2 on
     bad input."""
     parser = argparse.ArgumentParser(
-        prog="python -m fpga.report",
+        prog="qllm report",
         description="Every unit at its paper configuration: LUT/FF/DSP/BRAM on iCE40, ECP5 "
                     "and Xilinx, standard cells on sky130 and IHP (PDK_ROOT), nextpnr Fmax, "
                     "ratios to the baselines.")

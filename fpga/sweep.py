@@ -1,6 +1,6 @@
 """Parameter sweep of one unit: area (Yosys) and Fmax (nextpnr) against one parameter.
 
-``python -m fpga.sweep --unit U --param P --values v1 v2 ... [--config C] [--set k=v ...]
+``qllm sweep --unit U --param P --values v1 v2 ... [--config C] [--set k=v ...]
 [--target T ...] [--fmax-target T ...] [--jobs N] [--scheduler ADDRESS] [--build-dir DIR]``
 
 Every value ``v`` is a sweep point: the unit's parameters (defaults, then ``--config``, then
@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from fpga.area import area_job, find_units, positive_int_argument, write_reports
-from fpga.fmax import FMAX_TARGETS, FmaxError, fmax_job, tool_versions
-from fpga.jobs import (DASK_INSTALL_HINT, Failure, JobSetupError, LocalExecutor, Progress, call,
+from qllm_cores.fpga.area import area_job, find_units, positive_int_argument, write_reports
+from qllm_cores.fpga.fmax import FMAX_TARGETS, FmaxError, fmax_job, tool_versions
+from qllm_cores.fpga.jobs import (DASK_INSTALL_HINT, Failure, JobSetupError, LocalExecutor, Progress, call,
                        make_executor, result_of)
-from fpga.sweep_report import plot_sweep, sweep_csv, sweep_markdown, sweep_table
-from fpga.yosys import TARGETS, SynthError, yosys_version
-from gen.registry import UNITS, parse_assignment, resolve_params
+from qllm_cores.fpga.sweep_report import plot_sweep, sweep_csv, sweep_markdown, sweep_table
+from qllm_cores.fpga.yosys import TARGETS, SynthError, yosys_version
+from qllm_cores.gen.registry import UNITS, parse_assignment, resolve_params
 
 __all__ = [
     "PointResult",
@@ -202,7 +202,7 @@ def make_plan(unit: str, param: str, values: Sequence[str], *, config: str | Non
 def _generate_job(unit: str, config: str | None, overrides: dict, verilog_dir: str) -> dict:
     """Generate one point's Verilog; return it as a `fpga.area.Unit`, its Verilog and manifest
     text and its resolved parameters (a unit refusing the value raises: a failed point)."""
-    from gen.verilog import generate
+    from qllm_cores.gen.verilog import generate
 
     verilog = generate(unit, overrides, out_dir=verilog_dir, config=config)
     manifest_text = verilog.with_suffix(".json").read_text()
@@ -344,10 +344,10 @@ def run_sweep(plan: SweepPlan, executor, progress: Progress | None = None) -> Sw
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fpga.sweep",
+        prog="qllm sweep",
         description="Sweep one parameter of a unit: area (Yosys) and Fmax (nextpnr) at every "
                     "value; writes BUILD_DIR/reports/sweep-<unit>-<param>.csv, .md and .png.")
-    parser.add_argument("--unit", required=True, help="unit name (see python -m gen list)")
+    parser.add_argument("--unit", required=True, help="unit name (see qllm list)")
     parser.add_argument("--param", required=True, help="parameter to sweep")
     parser.add_argument("--values", nargs="*", default=[], metavar="V",
                         help="values of the parameter (parsed like --set)")
@@ -374,7 +374,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fpga.sweep``; see the module documentation for the exit status."""
+    """``qllm sweep``; see the module documentation for the exit status."""
     arguments = _parser().parse_args(argv)
     try:
         plan = make_plan(arguments.unit, arguments.param, arguments.values,
@@ -441,6 +441,6 @@ def _report(message: str) -> None:
 if __name__ == "__main__":
     # Run the importable module, so that jobs pickle as fpga.sweep.<function> (and not
     # __main__.<function>, which dask workers and spawned pool workers cannot import).
-    from fpga.sweep import main as _main
+    from qllm_cores.fpga.sweep import main as _main
 
     sys.exit(_main())

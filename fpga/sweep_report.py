@@ -10,12 +10,12 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from fpga.area import format_params
-from fpga.fmax import SEEDS
-from fpga.yosys import TARGETS
+from qllm_cores.fpga.area import format_params
+from qllm_cores.fpga.fmax import SEEDS
+from qllm_cores.fpga.yosys import TARGETS
 
 if TYPE_CHECKING:
-    from fpga.sweep import PointResult, SweepPlan, SweepResult
+    from qllm_cores.fpga.sweep import PointResult, SweepPlan, SweepResult
 
 __all__ = ["CSV_COLUMNS", "plot_sweep", "sweep_csv", "sweep_markdown", "sweep_table"]
 

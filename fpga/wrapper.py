@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from fpga.nextpnr import FmaxError
+from qllm_cores.fpga.nextpnr import FmaxError
 
 __all__ = ["WRAPPER_TOP", "XOR_FAN_IN", "WrapperPorts", "check_ports_against_verilog",
            "unit_ports", "wrapper_verilog", "xor_tree_widths"]

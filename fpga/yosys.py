@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail
+from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, log_tail
 
 __all__ = [
     "TARGETS",

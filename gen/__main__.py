@@ -1,14 +1,14 @@
-"""Command line: ``python -m gen {list,verilog,elaboration}``."""
+"""Command line: ``qllm {list,verilog,elaboration}``."""
 
 import argparse
 import sys
 
 from .registry import UNITS, parse_assignment, resolve_params
-from .verilog import generate
+from .verilog import check_prefix, generate
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gen", description=__doc__)
+    parser = argparse.ArgumentParser(prog="qllm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list units, their defaults and paper configurations")
     gen = sub.add_parser("verilog", help="write build/verilog/<unit>.v and its manifest")
@@ -16,10 +16,14 @@ def main(argv=None):
     gen.add_argument("--config", help="named paper configuration of the unit")
     gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override one parameter (repeatable)")
+    gen.add_argument("--prefix", default="",
+                     help="prepended to the top module and every submodule's name, so that "
+                          "several configurations share one Verilog project; also names the "
+                          "files (<prefix><unit>.v)")
     gen.add_argument("--out", default="build/verilog", help="output folder")
     sub.add_parser("elaboration", add_help=False,
                    help="seconds to elaborate each unit's default, paper and largest "
-                        "configurations (python -m gen elaboration --help)")
+                        "configurations (qllm elaboration --help)")
     args, rest = parser.parse_known_args(argv)
     if args.command == "elaboration":
         from .elaboration import main as elaboration
@@ -41,8 +45,12 @@ def main(argv=None):
         parser.error("--set and --config need exactly one --unit")
     try:
         overrides = dict(parse_assignment(text) for text in args.set)
+        check_prefix(args.prefix)
+        # Every unit and parameter is checked before anything is written.
         for unit in units:
-            path = generate(unit, overrides, args.out, config=args.config)
+            resolve_params(unit, args.config, overrides)
+        for unit in units:
+            path = generate(unit, overrides, args.out, config=args.config, prefix=args.prefix)
             print(f"wrote {path}")
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)

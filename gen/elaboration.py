@@ -1,6 +1,6 @@
 """Elaboration benchmark: seconds from constructor to Verilog text, per configuration.
 
-``python -m gen elaboration`` (``make elaboration``) builds every case of :data:`CASES` in its
+``qllm elaboration`` (``make elaboration``) builds every case of :data:`CASES` in its
 own Python process (one core, nothing cached between cases: Amaranth's import and the
 construction are in the time), converts it to Verilog with ``emit_src=False`` as ``make
 verilog`` does, and prints one line per case: seconds (wall), CPU seconds (the process and
@@ -114,8 +114,8 @@ def cases(units=None):
 _CHILD = """
 import json, resource, sys, time
 started = time.perf_counter()
-from gen.registry import resolve_params
-from gen.verilog import convert
+from qllm_cores.gen.registry import resolve_params
+from qllm_cores.gen.verilog import convert
 unit, overrides = sys.argv[1], json.loads(sys.argv[2])
 spec, params = resolve_params(unit, None, overrides)
 text = convert(spec.build(params), unit)
@@ -142,7 +142,7 @@ def measure(unit, overrides, timeout):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gen elaboration",
+    parser = argparse.ArgumentParser(prog="qllm elaboration",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", action="append", help="only this unit (repeatable)")
     parser.add_argument("--limit", type=float, default=30.0,

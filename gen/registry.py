@@ -89,7 +89,7 @@ class UnitSpec:
     benchmark : str or None
         ``"module:function"`` printing the unit's throughput table (``make bench``).
     summary : str
-        One line for ``python -m gen list``.
+        One line for ``qllm list``.
     baseline : str or None
         Unit to compare area with (``make area`` prints the ratio when both are synthesized).
     ops_per_cycle : int or None
@@ -135,7 +135,7 @@ def _accllm_products(params):
 
 def _orizuru_cycles(params):
     """Cycles per vector of ``orizuru`` back to back (see :func:`hdl.orizuru.cycles_per_vector`)."""
-    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector, resolve_structure
+    from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector, resolve_structure
     structure = resolve_structure(params["n"], params.get("structure"))
     pipeline = params["pipeline"]
     if pipeline is None:
@@ -148,7 +148,7 @@ UNITS = {
     for spec in [
         UnitSpec(
             name="kllm_concat",
-            factory="hdl.kllm_concat:KllmConcat",
+            factory="qllm_cores.hdl.kllm_concat:KllmConcat",
             defaults={"a_bits": 4, "b_bits": 4, "lanes": 16, "pipeline": 0},
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
@@ -158,8 +158,8 @@ UNITS = {
                 "kllm-a4-16": {"a_bits": 4, "b_bits": 4, "lanes": 16},
                 "kllm-a3-16": {"a_bits": 3, "b_bits": 4, "lanes": 16},
             },
-            testbench="verif.tb_kllm_concat",
-            golden="golden.beats:kllm_concat",
+            testbench="qllm_cores.verif.tb_kllm_concat",
+            golden="qllm_cores.golden.beats:kllm_concat",
             doc="docs/units/kllm_concat.md",
             # KLLM Table I: a Concat array feeding one 16-input counter (the 4096-lane PE-lane
             # configuration has 32,768 output flip-flops: beyond both small FPGAs; `make area`
@@ -171,7 +171,7 @@ UNITS = {
         ),
         UnitSpec(
             name="kllm_idx_counter",
-            factory="hdl.kllm_idx_counter:KllmIdxCounter",
+            factory="qllm_cores.hdl.kllm_idx_counter:KllmIdxCounter",
             defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
                       "max_len": 4096, "banks": 2, "pipeline": 3},
             configs={
@@ -187,19 +187,19 @@ UNITS = {
                 "kllm-ik-a4": {"n_inputs": 16, "idx_bits": 4, "mode": "ik", "weight_bits": 4,
                                "max_len": 4096},
             },
-            testbench="verif.tb_kllm_idx_counter",
-            golden="golden.beats:kllm_idx_counter",
+            testbench="qllm_cores.verif.tb_kllm_idx_counter",
+            golden="qllm_cores.golden.beats:kllm_idx_counter",
             doc="docs/units/kllm_idx_counter.md",
             # KLLM's two configurations, W4A4 and W4A3, both placed on the ECP5 25F.
             report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3")),
-            benchmark="verif.benchmarks:counter_table",
+            benchmark="qllm_cores.verif.benchmarks:counter_table",
             result="index",
             rate=lambda p: p["n_inputs"],
             summary="KLLM 16-input Index Distribution Counter: per-bin histogram, serial readout",
         ),
         UnitSpec(
             name="kllm_column",
-            factory="hdl.kllm_column:KllmColumn",
+            factory="qllm_cores.hdl.kllm_column:KllmColumn",
             defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
                       "weight_bits": None, "max_len": 4096, "banks": 2, "pipeline": 6},
             configs={
@@ -214,8 +214,8 @@ UNITS = {
                 # indices, 4-bit integer weights.
                 "kllm-ik-a4": {"a_bits": 4, "mode": "ik", "weight_bits": 4},
             },
-            testbench="verif.tb_kllm_column",
-            golden="golden.beats:kllm_column",
+            testbench="qllm_cores.verif.tb_kllm_column",
+            golden="qllm_cores.golden.beats:kllm_column",
             doc="docs/units/kllm_column.md",
             # KLLM's two kk configurations and the integer x K-Means one; kllm-a4 is placed on
             # the ECP5 85F: it fills 97 % of the 25F's LUTs and did not route there in the
@@ -230,7 +230,7 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru",
-            factory="hdl.orizuru:Orizuru",
+            factory="qllm_cores.hdl.orizuru:Orizuru",
             # structure None: "tree" up to n = 1024, "units" (16-input units) above; pipeline
             # None: the structure's own timing-closing depth (tree 2, unrolled 3, units 2).
             defaults={"n": 16, "k": 2, "width": 16, "structure": None, "pipeline": None},
@@ -240,14 +240,14 @@ UNITS = {
                 "kllm-16": {"n": 16, "k": 2},
                 "kllm-4096": {"n": 4096, "k": 20},
             },
-            testbench="verif.tb_orizuru",
-            golden="golden.beats:orizuru",
+            testbench="qllm_cores.verif.tb_orizuru",
+            golden="qllm_cores.golden.beats:orizuru",
             doc="docs/units/orizuru.md",
             # Orizuru's one-cycle-per-pop circuit (every comparison of a pop unrolled in space)
             # beside the paper's time-multiplexed trees; both against the scan baseline.
             report=(ReportConfig("kllm-16"),
                     ReportConfig("kllm-16", overrides=(("structure", "unrolled"),))),
-            benchmark="verif.benchmarks:orizuru_table",
+            benchmark="qllm_cores.verif.benchmarks:orizuru_table",
             summary="KLLM Orizuru: top-k largest and smallest, shared-leaf max/min trees",
             result="vector",
             rate=lambda p: 1 / _orizuru_cycles(p),
@@ -255,10 +255,10 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru_scan",
-            factory="hdl.orizuru:OrizuruScan",
+            factory="qllm_cores.hdl.orizuru:OrizuruScan",
             defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
-            testbench="verif.tb_orizuru",
-            golden="golden.beats:orizuru",
+            testbench="qllm_cores.verif.tb_orizuru",
+            golden="qllm_cores.golden.beats:orizuru",
             doc="docs/units/orizuru.md",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
             result="vector",
@@ -266,14 +266,14 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru_sortnet",
-            factory="hdl.orizuru_sortnet:OrizuruSortnet",
+            factory="qllm_cores.hdl.orizuru_sortnet:OrizuruSortnet",
             defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3, "block_lanes": 64},
             configs={
                 # Orizuru's paper configuration (KLLM Table I), for the report row beside it.
                 "kllm-16": {"n": 16, "k": 2},
             },
-            testbench="verif.tb_orizuru",
-            golden="golden.beats:orizuru",
+            testbench="qllm_cores.verif.tb_orizuru",
+            golden="qllm_cores.golden.beats:orizuru",
             doc="docs/units/orizuru.md",
             # Orizuru's second baseline beside `orizuru_scan` (derived from the registry's
             # `baseline`): the pipelined top-k/bottom-k sorting network, at the same n and k,
@@ -286,7 +286,7 @@ UNITS = {
         ),
         UnitSpec(
             name="oaken_decomposer",
-            factory="hdl.oaken_decomposer:OakenDecomposer",
+            factory="qllm_cores.hdl.oaken_decomposer:OakenDecomposer",
             defaults={"lanes": 16, "data_bits": 16, "pipeline": 1},
             configs={
                 # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
@@ -294,8 +294,8 @@ UNITS = {
                 # A whole 64-element chunk per beat.
                 "oaken-64": {"lanes": 64, "data_bits": 16},
             },
-            testbench="verif.tb_oaken_decomposer",
-            golden="golden.beats:oaken_decomposer",
+            testbench="qllm_cores.verif.tb_oaken_decomposer",
+            golden="qllm_cores.golden.beats:oaken_decomposer",
             doc="docs/units/oaken.md",
             report=(ReportConfig("oaken-16"),),
             result="element",
@@ -304,32 +304,32 @@ UNITS = {
         ),
         UnitSpec(
             name="oaken_dequantizer",
-            factory="hdl.oaken_dequantizer:OakenDequantizer",
+            factory="qllm_cores.hdl.oaken_dequantizer:OakenDequantizer",
             defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
                       "pipeline": 7},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
-            testbench="verif.tb_oaken_dequantizer",
-            golden="golden.beats:oaken_dequantizer",
+            testbench="qllm_cores.verif.tb_oaken_dequantizer",
+            golden="qllm_cores.golden.beats:oaken_dequantizer",
             doc="docs/units/oaken.md",
             report=(ReportConfig("oaken-16"),),
-            benchmark="verif.benchmarks:oaken_table",
+            benchmark="qllm_cores.verif.benchmarks:oaken_table",
             result="element",
             rate=lambda p: p["lanes"],
             summary="Oaken dequantizer: COO zero insert, per-group integer dequantization",
         ),
         UnitSpec(
             name="oaken_quantizer",
-            factory="hdl.oaken_quantizer:OakenQuantizer",
+            factory="qllm_cores.hdl.oaken_quantizer:OakenQuantizer",
             defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
                       "pipeline": 12},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
-            testbench="verif.tb_oaken_quantizer",
-            golden="golden.beats:oaken_quantizer",
+            testbench="qllm_cores.verif.tb_oaken_quantizer",
+            golden="qllm_cores.golden.beats:oaken_quantizer",
             doc="docs/units/oaken_quantizer.md",
             report=(ReportConfig("oaken-16"),),
             result="element",
@@ -338,14 +338,14 @@ UNITS = {
         ),
         UnitSpec(
             name="p3_pe",
-            factory="hdl.p3_pe:P3Pe",
+            factory="qllm_cores.hdl.p3_pe:P3Pe",
             defaults={"pipeline": 3},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): one PE of the PCU, a 4-way dot product.
                 "p3-pcu-pe": {},
             },
-            testbench="verif.tb_p3_pe",
-            golden="golden.beats:p3_pe",
+            testbench="qllm_cores.verif.tb_p3_pe",
+            golden="qllm_cores.golden.beats:p3_pe",
             doc="docs/units/p3_pe.md",
             report=(ReportConfig("p3-pcu-pe"),),
             result="MAC",
@@ -356,7 +356,7 @@ UNITS = {
         ),
         UnitSpec(
             name="p3_pcu",
-            factory="hdl.p3_pcu:P3Pcu",
+            factory="qllm_cores.hdl.p3_pcu:P3Pcu",
             defaults={"pes": 16, "reuse": 1, "pipeline": 8},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): 16 PEs, a 1 x 4 x 16 tile per column read.
@@ -364,8 +364,8 @@ UNITS = {
                 # Section V-D / Fig. 7: the throughput-enhanced PCU, two accumulator sets.
                 "p3-pcu-te": {"pes": 16, "reuse": 2},
             },
-            testbench="verif.tb_p3_pcu",
-            golden="golden.beats:p3_pcu",
+            testbench="qllm_cores.verif.tb_p3_pcu",
+            golden="qllm_cores.golden.beats:p3_pcu",
             doc="docs/units/p3_pcu.md",
             report=(ReportConfig("p3-pcu"), ReportConfig("p3-pcu-te")),
             result="MAC",
@@ -376,15 +376,15 @@ UNITS = {
         ),
         UnitSpec(
             name="fp16_mac",
-            factory="hdl.fp16_mac:Fp16Mac",
+            factory="qllm_cores.hdl.fp16_mac:Fp16Mac",
             defaults={"pipeline": 2, "acc": "fp32"},
             configs={
                 # SPEC 5's second reading (the papers do not say which accumulator their
                 # "FP16 MAC" has): binary16 accumulator, product rounded to binary16.
                 "fp16-acc": {"acc": "fp16"},
             },
-            testbench="verif.tb_fp16_mac",
-            golden="golden.beats:fp16_mac",
+            testbench="qllm_cores.verif.tb_fp16_mac",
+            golden="qllm_cores.golden.beats:fp16_mac",
             doc="docs/units/fp16_mac.md",
             # The other reading of "an FP16 MAC" beside the FP32-accumulating one (the derived
             # baseline of these rows): the ratio table shows both.
@@ -398,10 +398,10 @@ UNITS = {
         ),
         UnitSpec(
             name="fp16_pcu",
-            factory="hdl.fp16_pcu:Fp16Pcu",
+            factory="qllm_cores.hdl.fp16_pcu:Fp16Pcu",
             defaults={"lanes": 16, "pipeline": 2},
-            testbench="verif.tb_fp16_pcu",
-            golden="golden.beats:fp16_pcu",
+            testbench="qllm_cores.verif.tb_fp16_pcu",
+            golden="qllm_cores.golden.beats:fp16_pcu",
             doc="docs/units/fp16_pcu.md",
             result="MAC",
             rate=lambda p: p["lanes"],
@@ -413,7 +413,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_dsp_mul",
-            factory="hdl.accllm_dsp_mul:AccllmDspMul",
+            factory="qllm_cores.hdl.accllm_dsp_mul:AccllmDspMul",
             defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
                       "target": "generic", "acc_depth": 1, "pipeline": 3},
             configs={
@@ -432,8 +432,8 @@ UNITS = {
                 "accllm-w4-ecp5": {"mode": "w4", "target": "ecp5"},
                 "accllm-w4-ice40": {"mode": "w4", "target": "ice40", "x_bits": 7},
             },
-            testbench="verif.tb_accllm_dsp_mul",
-            golden="golden.beats:accllm_mul",
+            testbench="qllm_cores.verif.tb_accllm_dsp_mul",
+            golden="qllm_cores.golden.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
             # AccLLM: the DSP48E2 packings (Xilinx only) and the packings ECP5/iCE40 allow.
             report=tuple(ReportConfig(config) for config in (
@@ -446,11 +446,11 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_plain_mul",
-            factory="hdl.accllm_dsp_mul:AccllmPlainMul",
+            factory="qllm_cores.hdl.accllm_dsp_mul:AccllmPlainMul",
             defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
                       "target": "generic", "pipeline": 3},
-            testbench="verif.tb_accllm_dsp_mul",
-            golden="golden.beats:accllm_mul",
+            testbench="qllm_cores.verif.tb_accllm_dsp_mul",
+            golden="qllm_cores.golden.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
             summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
             result="product",
@@ -459,7 +459,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_sparse_selector",
-            factory="hdl.accllm_sparse_selector:AccllmSparseSelector",
+            factory="qllm_cores.hdl.accllm_sparse_selector:AccllmSparseSelector",
             defaults={"groups": 1, "rows": 1, "x_bits": 8, "x_signed": True, "pipeline": 0},
             configs={
                 # AccLLM section VI-A2: RCE (R x M) x T = (32 x 16) x 16, A8 activations. In 2:4
@@ -469,8 +469,8 @@ UNITS = {
                 "accllm-block": {"groups": 16, "rows": 1, "x_bits": 8, "x_signed": True},
                 "accllm-tile": {"groups": 16, "rows": 16, "x_bits": 8, "x_signed": True},
             },
-            testbench="verif.tb_accllm_sparse_selector",
-            golden="golden.beats:accllm_sparse_selector",
+            testbench="qllm_cores.verif.tb_accllm_sparse_selector",
+            golden="qllm_cores.golden.beats:accllm_sparse_selector",
             doc="docs/units/accllm_sparse_selector.md",
             report=(ReportConfig("accllm-block"),),
             result="selected pair",
@@ -479,7 +479,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_pe",
-            factory="hdl.accllm_pe:AccllmPe",
+            factory="qllm_cores.hdl.accllm_pe:AccllmPe",
             defaults={"x_bits": 8, "x_signed": True, "target": "generic", "acc_bits": 32,
                       "pipeline": 3},
             configs={
@@ -494,8 +494,8 @@ UNITS = {
                 "accllm-pe-generic": {"target": "generic"},
                 "accllm-pe-ecp5": {"target": "ecp5"},
             },
-            testbench="verif.tb_accllm_pe",
-            golden="golden.beats:accllm_pe",
+            testbench="qllm_cores.verif.tb_accllm_pe",
+            golden="qllm_cores.golden.beats:accllm_pe",
             doc="docs/units/accllm_pe.md",
             # One DSP48E2 (xilinx, area only) and the fabric / MULT18X18D PE (ECP5 Fmax).
             report=(ReportConfig("accllm-pe-xilinx"), ReportConfig("accllm-pe-ecp5"),

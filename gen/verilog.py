@@ -2,6 +2,7 @@
 
 import gc
 import json
+import re
 from pathlib import Path
 
 import amaranth
@@ -75,38 +76,61 @@ def signal_description(component):
     return signals
 
 
-def convert(component, name):
-    """Verilog text of ``component`` as module ``name`` (``emit_src=False``), followed by the
-    modules of its shared units (:class:`hdl.shared_modules.SharedModules`, a component's
-    ``shared_modules``), each converted once however many times it is instantiated, in name
-    order; a shared unit may instantiate others (their modules are converted in turn)."""
+#: A ``--prefix``: empty, or the start of a Verilog identifier.
+PREFIX_PATTERN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?")
+
+
+def check_prefix(prefix):
+    """``prefix`` if it is a valid module-name prefix (``""`` or ``[A-Za-z_][A-Za-z0-9_]*``),
+    else ``ValueError`` naming it."""
+    if not isinstance(prefix, str) or not PREFIX_PATTERN.fullmatch(prefix):
+        raise ValueError(f"prefix must be empty or a Verilog identifier ([A-Za-z_]"
+                         f"[A-Za-z0-9_]*), not {prefix!r}")
+    return prefix
+
+
+def convert(component, name, prefix=""):
+    """Verilog text of ``component`` as module ``prefix + name`` (``emit_src=False``),
+    followed by the modules of its shared units (:class:`hdl.shared_modules.SharedModules`,
+    a component's ``shared_modules``), each converted once however many times it is
+    instantiated, in name order, its name prefixed too; a shared unit may instantiate others
+    (their modules are converted in turn)."""
+    check_prefix(prefix)
     shared = getattr(component, "shared_modules", None)
     if shared is not None:
         shared.emit = True
-    texts = [verilog.convert(component, name=name, emit_src=False)]
+        shared.prefix = prefix
+    texts = [verilog.convert(component, name=prefix + name, emit_src=False)]
     converted = set()
     while shared is not None and set(shared.modules) - converted:
         for module_name in sorted(set(shared.modules) - converted):
-            texts.append(verilog.convert(shared.modules[module_name], name=module_name,
-                                         emit_src=False))
+            texts.append(verilog.convert(shared.modules[module_name],
+                                         name=prefix + module_name, emit_src=False))
             converted.add(module_name)
     return wrap_long_lines("".join(texts))
 
 
-def generate(unit, params=None, out_dir="build/verilog", *, config=None):
-    """Write ``<out_dir>/<unit>.v`` and ``<out_dir>/<unit>.json``; return the Verilog path.
+def generate(unit, params=None, out_dir="build/verilog", *, config=None, prefix=""):
+    """Write ``<out_dir>/<prefix><unit>.v`` and ``.json``; return the Verilog path.
 
     ``params`` override the unit's defaults (after the named ``config``, if any). The Verilog
     is generated with ``emit_src=False``: it carries no source paths and is reproducible.
+    ``prefix`` is prepended to the top module and every module it instantiates, so that
+    several configurations live in one Verilog project (SPEC section 0).
     """
+    check_prefix(prefix)
     spec, resolved = resolve_params(unit, config, params)
     component = spec.build(resolved)
-    text = convert(component, unit)
+    text = convert(component, unit, prefix)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    verilog_path = out_dir / f"{unit}.v"
+    verilog_path = out_dir / f"{prefix}{unit}.v"
     _write_if_changed(verilog_path, text)
-    write_manifest(out_dir / f"{unit}.json", manifest(spec, resolved, component, config))
+    described = manifest(spec, resolved, component, config)
+    if prefix:
+        described["top"] = prefix + unit
+        described["shared_modules"] = [prefix + name for name in described["shared_modules"]]
+    write_manifest(out_dir / f"{prefix}{unit}.json", described)
     return verilog_path
 
 

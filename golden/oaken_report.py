@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m golden.oaken_report [--seed N] [--eval-seed N] [--runs N] [--tokens N] ...
+    python -m qllm_cores.golden.oaken_report [--seed N] [--eval-seed N] [--runs N] [--tokens N] ...
 
 Oaken section 4.3 (offline threshold profiling), 4.4-4.5 (23-bit versus 8-bit outlier entries),
 6.1-6.2 (ratio 4 / 90 / 6 %, baselines, effective bitwidth). Steps, all deterministic:
@@ -33,7 +33,7 @@ KINDS = ("key", "value")
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m golden.oaken_report",
+    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.oaken_report",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=non_negative_int_arg, default=0,
                    help="profiling seed (default 0)")

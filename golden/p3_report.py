@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m golden.p3_report [--seed N] [--rows N] [--width N] [--weight-rows N]
+    python -m qllm_cores.golden.p3_report [--seed N] [--rows N] [--width N] [--weight-rows N]
 
 P3-LLM section IV (formats), V-B (granularity), Table II (scores), IV-C (weights); all data is
 synthetic and deterministic (NumPy ``default_rng`` seeded from ``--seed``). Tables:
@@ -35,7 +35,7 @@ OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m golden.p3_report",
+    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.p3_report",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=non_negative_int_arg, default=0, help="data seed (default 0)")
     p.add_argument("--rows", type=positive_int_arg, default=64,

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m golden.paper [--seed N] [--tokens N] [--out-dir DIR]
+    python -m qllm_cores.golden.paper [--seed N] [--tokens N] [--out-dir DIR]
 
 Writes ``DIR/paper.md`` (Markdown table and notes) and ``DIR/paper.csv`` (one row per number,
 columns ``paper, quantity, paper_value, ours, how_computed, agreement``) and prints the table.
@@ -29,7 +29,7 @@ Where the paper numbers come from, and how ours are computed:
    with ``k = kllm.outliers_per_side(N, 0.01)``; and N = 16, k = 2, the RTL's ``kllm-16``
    configuration, also run with k - 1 pops on the same vector: the golden model maintains
    each tree after every pop, the last one included, which no output needs (the RTL's own
-   comparator count is ``python -m fpga paper-area``'s, from the elaborated design). Baselines (no paper number): k passes of a
+   comparator count is ``qllm paper-area``'s, from the elaborated design). Baselines (no paper number): k passes of a
    linear max scan plus k of a min scan over the remaining elements, and one full sort
    (Python's Timsort); both count the comparisons a counting key object actually receives.
 2. **Oaken (sections 4.4, 4.5, 6.2, Tables 2 and 3).** Bits per outlier entry (8, against the
@@ -352,7 +352,7 @@ def _kllm16_row(seed, formula_quote, n=16, k=2):
         "on the same 0.5 t(4) FP16 vector",
         f"differs by {full['total'] - paper:+.0f}: the paper rounds 1.5N-2 to 1.5N; {after} of "
         f"the {full['total']} maintain the trees after the last pop (the golden model's k "
-        "maintenances per tree); the RTL's comparators: python -m fpga paper-area",
+        "maintenances per tree); the RTL's comparators: qllm paper-area",
         f"orizuru.kllm{n}", formula_quote, {"all": full, "before_last": before})
 
 
@@ -922,7 +922,7 @@ def write_csv(rows, path):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m golden.paper",
+    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.paper",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=non_negative_int_arg, default=0, help="data seed (default 0)")
     p.add_argument("--tokens", type=positive_int_arg, default=16,

@@ -25,11 +25,16 @@ class SharedModules:
         of the module named ``module`` (set by the generator before elaboration).
     modules : dict
         Module name -> the first component added under that name (filled when ``emit``).
+    prefix : str
+        Prepended to the name of every module instantiated (set by the generator with
+        ``emit``, so that several configurations share one Verilog project); the keys of
+        :attr:`modules` stay unprefixed.
     """
 
     def __init__(self):
         self.emit = False
         self.modules = {}
+        self.prefix = ""
 
     def add(self, m, name, module, component):
         """Add ``component`` to ``m`` as ``name``: a submodule, or an ``Instance`` of the
@@ -52,4 +57,4 @@ class SharedModules:
         for path, member, value in component.signature.flatten(component):
             direction = "i" if member.flow == In else "o"
             ports[f"{direction}_{'__'.join(str(part) for part in path)}"] = Value.cast(value)
-        m.submodules[name] = Instance(module, **ports)
+        m.submodules[name] = Instance(self.prefix + module, **ports)

@@ -1,7 +1,7 @@
 """The two checks every proof test makes: a row is proved (PASS, no counterexample trace),
 and a bug seeded in the harness's RTLIL (``verif.runner.edit_site``) fails it with a trace."""
 
-from verif.runner import edit_site
+from qllm_cores.verif.runner import edit_site
 
 __all__ = ["assert_proved", "assert_seeded_bug_fails"]
 

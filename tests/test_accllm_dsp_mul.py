@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from gen import generate
-from golden.accllm import (extract_w2, extract_w8, max_accumulation_depth, pack_w8,
+from qllm_cores.gen import generate
+from qllm_cores.golden.accllm import (extract_w2, extract_w8, max_accumulation_depth, pack_w8,
                            packed_p_w2)
-from hdl.accllm_dsp_mul import (CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, MODES, AccllmDspMul,
+from qllm_cores.hdl.accllm_dsp_mul import (CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, MODES, AccllmDspMul,
                                 AccllmPlainMul, accumulation_limit, dsp48e2_registers, packing,
                                 product_range, rounding_constant)
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -372,14 +372,14 @@ def test_bench_fails_on_mutant(mutation, params, tests, message):
     ("accllm-w4-ice40", {}),
 ])
 def test_variant_is_lint_clean(config, params, tmp_path):
-    from verif.__main__ import lint_file
+    from qllm_cores.verif.__main__ import lint_file
     source = generate("accllm_dsp_mul", params, tmp_path, config=config)
     assert lint_file(source, "accllm_dsp_mul") == []
 
 
 @pytest.mark.parametrize("mode,products", [("w8", 2), ("w4", 2), ("w2", 4)])
 def test_xilinx_target_is_one_dsp48e2_with_the_pre_adder_inside(mode, products, tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
     params = {"mode": mode, "target": "xilinx", "cross_products": mode == "w2"}
     source = generate("accllm_dsp_mul", params, tmp_path / "rtl")
     result = synth(source, "accllm_dsp_mul", "xilinx", tmp_path / "synth")
@@ -395,7 +395,7 @@ def test_xilinx_target_is_one_dsp48e2_with_the_pre_adder_inside(mode, products, 
 
 @pytest.mark.parametrize("pipeline", [0, 1])
 def test_xilinx_fabric_holds_only_the_valid_chain_at_low_depth(pipeline, tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
     params = {"mode": "w2", "target": "xilinx", "cross_products": True, "pipeline": pipeline}
     source = generate("accllm_dsp_mul", params, tmp_path / "rtl")
     result = synth(source, "accllm_dsp_mul", "xilinx", tmp_path / "synth")
@@ -427,7 +427,7 @@ def test_fabric_targets_use_one_hard_multiplier_with_its_registers(tmp_path):
     B_REG, output register through TOPOUTPUT_SELECT = BOTOUTPUT_SELECT = 01, all held by the
     clock enable), so nextpnr's untimed DSP is between registers only; the MULT18X18D holds the
     operands in its input registers (timed by nextpnr through its clock-to-out)."""
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
     source = generate("accllm_dsp_mul", None, tmp_path / "ecp5", config="accllm-w4-ecp5")
     result = synth(source, "accllm_dsp_mul", "ecp5", tmp_path / "synth-ecp5")
     assert result.cell_counts["MULT18X18D"] == 1, result.cell_counts
@@ -450,7 +450,7 @@ def test_fabric_targets_use_one_hard_multiplier_with_its_registers(tmp_path):
 
 def _yosys(script, folder):
     import subprocess
-    from fpga.yosys import find_yosys
+    from qllm_cores.fpga.yosys import find_yosys
     result = subprocess.run([str(find_yosys()), "-q", "-p", script], cwd=folder,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from amaranth.hdl import Shape
 
-from gen import generate
-from golden.accllm import prune_2_4, quantize_w2
-from golden.beats import accllm_pe
-from hdl.accllm_pe import CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, AccllmPe, product_bits
-from hdl.accllm_sparse_selector import AccllmSparseSelector
-from verif.amaranth_sim import simulate_streams
-from verif.payload import compare_outputs
-from verif.runner import run_testbench
+from qllm_cores.gen import generate
+from qllm_cores.golden.accllm import prune_2_4, quantize_w2
+from qllm_cores.golden.beats import accllm_pe
+from qllm_cores.hdl.accllm_pe import CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, AccllmPe, product_bits
+from qllm_cores.hdl.accllm_sparse_selector import AccllmSparseSelector
+from qllm_cores.verif.amaranth_sim import simulate_streams
+from qllm_cores.verif.payload import compare_outputs
+from qllm_cores.verif.runner import run_testbench
 
 UNIT = "accllm_pe"
 
@@ -168,7 +168,7 @@ def test_pruned_w2_dot_products_through_the_sparse_selector():
 
 #: In make test the accumulators are 20 bits wide, so that the overflow test reaches the limit in
 #: a few thousand beats (at the default 32 bits it takes 262,000: make test-large and
-#: `python -m verif sim --unit accllm_pe`).
+#: `qllm sim --unit accllm_pe`).
 BENCH_CONFIGS = {
     "generic": (None, {"acc_bits": 20}),
     "generic-p0": (None, {"pipeline": 0, "acc_bits": 20}),
@@ -213,7 +213,7 @@ def test_bench(name):
 @pytest.mark.synth
 @pytest.mark.parametrize("pipeline", [3, pytest.param(0, marks=pytest.mark.large)])
 def test_xilinx_target_is_one_dsp48e2(pipeline, tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
     params = {"target": "xilinx", "pipeline": pipeline}
     source = generate(UNIT, params, tmp_path / "rtl")
     result = synth(source, UNIT, "xilinx", tmp_path / "synth")

@@ -11,9 +11,9 @@ import pytest
 from amaranth.back import verilog
 from amaranth.lib import data
 
-from golden.accllm import prune_2_4, select_by_index, sparse_select
-from hdl.accllm_sparse_selector import AccllmSparseSelector
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.golden.accllm import prune_2_4, select_by_index, sparse_select
+from qllm_cores.hdl.accllm_sparse_selector import AccllmSparseSelector
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 UNIT = "accllm_sparse_selector"
 PAIRS = list(itertools.combinations(range(4), 2))      # the 6 masks of a group of 4

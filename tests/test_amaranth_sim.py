@@ -7,11 +7,11 @@ mutant that the harness catches."""
 import numpy as np
 import pytest
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 from tests.concat_mutants import StuckBitConcat, WithdrawingConcat
-from verif.amaranth_sim import simulate_streams
-from verif.bench import golden_model
-from verif.payload import compare_outputs
+from qllm_cores.verif.amaranth_sim import simulate_streams
+from qllm_cores.verif.bench import golden_model
+from qllm_cores.verif.payload import compare_outputs
 
 #: Items of stimulus per unit (beats, or vectors / chunks where an item spans several beats):
 #: a reduced set beside the Verilator benches' (Amaranth's simulator runs in Python).

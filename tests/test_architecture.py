@@ -25,15 +25,41 @@ FORBIDDEN = {
 PENDING: dict[str, set[str]] = {}
 
 
-def _imported_packages(path):
-    """Top-level packages imported anywhere in ``path``."""
-    packages = set()
+#: The project's subpackages (``qllm_cores.<name>``, the repository's top-level folders).
+SUBPACKAGES = ("hdl", "golden", "gen", "verif", "fpga")
+
+
+def _imported_modules(path):
+    """Absolute module names imported anywhere in ``path``."""
+    modules = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            packages.update(alias.name.split(".")[0] for alias in node.names)
+            modules.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            packages.add(node.module.split(".")[0])
+            modules.append(node.module)
+    return modules
+
+
+def _imported_packages(path):
+    """Top-level packages imported anywhere in ``path``; for the project's own modules
+    (``qllm_cores.hdl.arith``) the subpackage (``hdl``)."""
+    packages = set()
+    for module in _imported_modules(path):
+        parts = module.split(".")
+        packages.add(parts[1] if parts[0] == "qllm_cores" and len(parts) > 1 else parts[0])
     return packages
+
+
+def test_the_project_is_imported_by_its_one_name():
+    """No bare ``import hdl`` (or gen, golden, verif, fpga) anywhere: the installed library
+    has one top-level package, ``qllm_cores``."""
+    bare = {}
+    for folder in (*SUBPACKAGES, "qllm_cores", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = sorted({m for m in _imported_modules(path) if m.split(".")[0] in SUBPACKAGES})
+            if found:
+                bare[path.relative_to(ROOT).as_posix()] = found
+    assert bare == {}
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -56,7 +82,8 @@ def test_pending_crossings_are_still_there():
 
 def test_the_reader_sees_imports_at_any_depth(tmp_path):
     source = tmp_path / "module.py"
-    source.write_text("import os.path\nfrom golden import kllm\n\ndef f():\n"
-                      "    from fpga.yosys import synth\n    import hdl.arith as arith\n"
-                      "from . import sibling\n")
-    assert _imported_packages(source) == {"os", "golden", "fpga", "hdl"}
+    source.write_text("import os.path\nfrom qllm_cores.golden import kllm\n\ndef f():\n"
+                      "    from qllm_cores.fpga.yosys import synth\n"
+                      "    import qllm_cores.hdl.arith as arith\nfrom . import sibling\n"
+                      "import qllm_cores\n")
+    assert _imported_packages(source) == {"os", "golden", "fpga", "hdl", "qllm_cores"}

@@ -4,7 +4,7 @@ Amaranth's simulator."""
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hdl.arith import at_least, one_hot_wires, or_tree
+from qllm_cores.hdl.arith import at_least, one_hot_wires, or_tree
 
 
 def _settle(values, outputs, cases):

@@ -3,7 +3,7 @@ bitstreams for the iCEBreaker and the ULX3S built with the YoWASP tools (``synth
 
 import pytest
 
-from fpga.bridge import board
+from qllm_cores.fpga.bridge import board
 
 
 def test_bitstream_command_line_errors(capsys):

@@ -22,11 +22,11 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from fpga.bridge import host
-from fpga.bridge.board import unit_bridge
-from fpga.bridge.gateware import UartBridge, layout_of
-from fpga.bridge.host import run_unit
-from fpga.bridge.protocol import (
+from qllm_cores.fpga.bridge import host
+from qllm_cores.fpga.bridge.board import unit_bridge
+from qllm_cores.fpga.bridge.gateware import UartBridge, layout_of
+from qllm_cores.fpga.bridge.host import run_unit
+from qllm_cores.fpga.bridge.protocol import (
     BridgeClient,
     BridgeLayout,
     Command,
@@ -35,11 +35,11 @@ from fpga.bridge.protocol import (
     bridge_identity,
     divisor_for,
 )
-from gen.registry import UNITS, resolve_params
-from gen.verilog import unit_manifest, write_manifest
-from hdl.kllm_concat import KllmConcat
+from qllm_cores.gen.registry import UNITS, resolve_params
+from qllm_cores.gen.verilog import unit_manifest, write_manifest
+from qllm_cores.hdl.kllm_concat import KllmConcat
 from tests.concat_mutants import LossyConcat, StuckBitConcat
-from verif.bench import golden_model
+from qllm_cores.verif.bench import golden_model
 
 DIVISOR = 4
 BREAK = object()
@@ -181,7 +181,7 @@ def test_host_against_simulated_board(unit, params, count, fifo):
 
 
 def test_host_command_line_with_an_inputs_file(tmp_path, monkeypatch, capsys):
-    """``python -m fpga host --inputs ... --save ...`` with the port replaced by a simulation."""
+    """``qllm host --inputs ... --save ...`` with the port replaced by a simulation."""
     params = {"lanes": 1, "a_bits": 2, "b_bits": 3}
     port = simulated("kllm_concat", params, seed=1)
     monkeypatch.setattr(host, "open_serial", lambda *args: port)
@@ -357,11 +357,12 @@ def test_a_member_that_is_neither_stream_nor_signal_is_refused():
 
 def test_the_protocol_and_host_need_no_hardware_description():
     """The protocol module imports no Amaranth; the host reads a manifest file."""
-    code = ("import sys, fpga.bridge.protocol; "
-            "print(sorted(m for m in sys.modules if m.startswith(('amaranth', 'hdl.'))))")
+    code = ("import sys, qllm_cores.fpga.bridge.protocol; "
+            "print(sorted(m for m in sys.modules if m.startswith(('amaranth', "
+            "'qllm_cores.hdl.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
-    assert out.stdout.strip() == "['hdl.params']"
+    assert out.stdout.strip() == "['qllm_cores.hdl.params']"
 
 
 def test_host_command_line_with_a_manifest(tmp_path, monkeypatch, capsys):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verif.__main__ import lint_file
-from verif.runner import BUILD, ROOT, tool_environment
+from qllm_cores.verif.__main__ import lint_file
+from qllm_cores.verif.runner import BUILD, ROOT, tool_environment
 
 MODEL = ROOT / "verif" / "models" / "DSP48E2.v"
 HARNESS_TOP = "dsp48e2_model_harness"
@@ -99,7 +99,7 @@ def test_harness_configuration_is_lint_clean(tmp_path, breg):
 def test_model_is_lint_clean_in_every_configuration_the_multiplier_uses(pipeline):
     # accllm_dsp_mul's `pipeline` selects the register attributes (its benches run the model in
     # each of them against the exact products).
-    from hdl.accllm_dsp_mul import dsp48e2_registers
+    from qllm_cores.hdl.accllm_dsp_mul import dsp48e2_registers
     overrides = [f"-G{name}={value}" for name, value in dsp48e2_registers(pipeline).items()]
     assert verilator_lint([MODEL], "DSP48E2", '-GAMULTSEL="AD"', *overrides) == []
 
@@ -134,10 +134,9 @@ def _run_bench(breg, seed):
     test_dir = build_dir / "runs" / f"seed{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
-    env = {"QLLM_DSP_BREG": str(breg),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {"QLLM_DSP_BREG": str(breg)}
     try:
-        runner.test(test_module="verif.tb_dsp48e2_model", hdl_toplevel=HARNESS_TOP,
+        runner.test(test_module="qllm_cores.verif.tb_dsp48e2_model", hdl_toplevel=HARNESS_TOP,
                     build_dir=build_dir, test_dir=test_dir, seed=seed, extra_env=env,
                     results_xml=str(results), timescale=("1ns", "1ps"),
                     log_file=test_dir / "sim.log")

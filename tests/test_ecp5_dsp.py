@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from fpga.ecp5_dsp import absorb_operand_registers
-from fpga.fmax import FMAX_TARGETS
-from fpga.yosys import find_yosys
-from verif.runner import MODELS
+from qllm_cores.fpga.ecp5_dsp import absorb_operand_registers
+from qllm_cores.fpga.fmax import FMAX_TARGETS
+from qllm_cores.fpga.yosys import find_yosys
+from qllm_cores.verif.runner import MODELS
 
 # Four operand registers around two multiplies: `aq` (enable ce) also drives an output, so it
 # stays in the fabric and the multiplier holds a copy; `bq` (enable ce2) and `dq` (no enable)

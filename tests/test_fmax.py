@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fpga.fmax import FMAX_TARGETS, SEEDS, FmaxError, main, median, read_report
-from fpga.wrapper import (
+from qllm_cores.fpga.fmax import FMAX_TARGETS, SEEDS, FmaxError, main, median, read_report
+from qllm_cores.fpga.wrapper import (
     WrapperPorts,
     check_ports_against_verilog,
     unit_ports,
@@ -175,8 +175,8 @@ def test_median_of_the_seeds():
 def test_larger_ecp5_places_the_smaller_ones_netlist(tmp_path):
     """``netlist=``: the 85F run reuses the 25F run's net.json (same Yosys script) and runs
     nextpnr only; a netlist from another script is refused."""
-    from fpga.area import find_units
-    from fpga.fmax import fmax_run
+    from qllm_cores.fpga.area import find_units
+    from qllm_cores.fpga.fmax import fmax_run
 
     (tmp_path / "add8.v").write_text(ADDER_UNIT_VERILOG)
     (tmp_path / "add8.json").write_text(json.dumps(ADDER_MANIFEST))
@@ -203,9 +203,9 @@ def test_larger_ecp5_places_the_smaller_ones_netlist(tmp_path):
 def test_a_seed_not_routed_in_time_counts_as_the_slowest(monkeypatch, tmp_path):
     """Seeds 1 and 3 route (140 and 160 MHz), seed 2 times out: the median is 140 (the
     timed-out seed below both); with two seeds timed out there is no median."""
-    from fpga import fmax
-    from fpga.area import find_units
-    from fpga.nextpnr import FmaxTimeout
+    from qllm_cores.fpga import fmax
+    from qllm_cores.fpga.area import find_units
+    from qllm_cores.fpga.nextpnr import FmaxTimeout
 
     (tmp_path / "add8.v").write_text(ADDER_UNIT_VERILOG)
     (tmp_path / "add8.json").write_text(json.dumps(ADDER_MANIFEST))
@@ -238,8 +238,8 @@ def test_nextpnr_over_capacity_is_stopped_at_once(tmp_path):
     import sys
     import time as clock
 
-    from fpga import fmax
-    from fpga.nextpnr import capacity_shortfall
+    from qllm_cores.fpga import fmax
+    from qllm_cores.fpga.nextpnr import capacity_shortfall
 
     fake = tmp_path / "fake_nextpnr.py"
     fake.write_text(

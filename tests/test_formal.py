@@ -6,12 +6,12 @@ counterexample trace written beside the proof."""
 
 import pytest
 
-from gen.registry import resolve_params
-from verif.formal import Proof
-from verif.formal.counting import PROPERTIES as COUNTING
-from verif.formal.counting import StreamCountHarness
-from verif.formal.stream import StreamHoldHarness
-from verif.runner import edit_site
+from qllm_cores.gen.registry import resolve_params
+from qllm_cores.verif.formal import Proof
+from qllm_cores.verif.formal.counting import PROPERTIES as COUNTING
+from qllm_cores.verif.formal.counting import StreamCountHarness
+from qllm_cores.verif.formal.stream import StreamHoldHarness
+from qllm_cores.verif.runner import edit_site
 
 PARAMS = resolve_params("kllm_concat", None, {"lanes": 2})[1]
 

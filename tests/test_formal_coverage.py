@@ -3,13 +3,13 @@
 counting account and the three counting properties at the lowest and the default depth, and a
 data property (or a written reason in ``NO_DATA_PROOF``), so that a new unit cannot land
 without its proofs. The check itself is shown to bite (an account or a hold case removed is
-reported), and ``python -m verif formal`` runs end to end on one unit: a hold, the counting
+reported), and ``qllm formal`` runs end to end on one unit: a hold, the counting
 properties and a data property, the summary written, exit code 0."""
 
 import pytest
 
-from gen.registry import UNITS
-from verif.formal import cases, counting
+from qllm_cores.gen.registry import UNITS
+from qllm_cores.verif.formal import cases, counting
 
 
 @pytest.fixture(scope="module")

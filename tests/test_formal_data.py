@@ -22,10 +22,10 @@ The seeded bugs:
 
 import pytest
 
-from verif.formal import arith_p3_oaken
-from verif.formal.arith_accllm import proof as accllm_proof
-from verif.formal.orizuru import DistinctIndicesHarness, TopKOrderHarness
-from verif.formal.orizuru import proof as orizuru_proof
+from qllm_cores.verif.formal import arith_p3_oaken
+from qllm_cores.verif.formal.arith_accllm import proof as accllm_proof
+from qllm_cores.verif.formal.orizuru import DistinctIndicesHarness, TopKOrderHarness
+from qllm_cores.verif.formal.orizuru import proof as orizuru_proof
 from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 
 

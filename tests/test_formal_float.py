@@ -17,8 +17,8 @@ The seeded bugs:
 
 import pytest
 
-from verif.formal.arith_float import proofs
-from verif.runner import edit_site
+from qllm_cores.verif.formal.arith_float import proofs
+from qllm_cores.verif.runner import edit_site
 
 
 def _row(unit, configuration, prop):

@@ -18,7 +18,7 @@ The seeded bugs:
 import pytest
 
 from formal_checks import assert_proved, assert_seeded_bug_fails
-from verif.formal.arith_float_half import proofs
+from qllm_cores.verif.formal.arith_float_half import proofs
 
 
 def _row(configuration, prop):

@@ -13,7 +13,7 @@ The seeded bugs:
 
 import pytest
 
-from verif.formal import arith_kllm
+from qllm_cores.verif.formal import arith_kllm
 from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 
 

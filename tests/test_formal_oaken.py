@@ -21,8 +21,8 @@ The other rows (the outer- and middle-group proofs, the bounded checks: 15 to 40
 
 import pytest
 
-from verif.formal import arith_oaken
-from verif.runner import edit_site
+from qllm_cores.verif.formal import arith_oaken
+from qllm_cores.verif.runner import edit_site
 
 
 def _row(unit, configuration):

@@ -16,8 +16,8 @@ The seeded bugs (one PE, lane 0 free, unless said):
 
 import pytest
 
-from verif.formal import arith_pcu
-from verif.runner import edit_site
+from qllm_cores.verif.formal import arith_pcu
+from qllm_cores.verif.runner import edit_site
 
 
 def _row(configuration):

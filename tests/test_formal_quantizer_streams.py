@@ -19,10 +19,10 @@ import pytest
 from amaranth.back import verilog
 
 from formal_checks import assert_proved, assert_seeded_bug_fails
-from gen.registry import resolve_params
-from hdl.oaken_quantizer import OakenQuantizer
-from hdl.p3_pcu import P3Pcu
-from verif.formal import cases
+from qllm_cores.gen.registry import resolve_params
+from qllm_cores.hdl.oaken_quantizer import OakenQuantizer
+from qllm_cores.hdl.p3_pcu import P3Pcu
+from qllm_cores.verif.formal import cases
 
 UNIT = "oaken_quantizer"
 HEAD_FROM_TAIL = (r"connect \\S \\coo_queue_head \[0\]", r"connect \\S \\coo_queue_tail [0]")

@@ -13,15 +13,15 @@ from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from gen import generate
-from golden.fp16_mac import (CANONICAL_NAN, canonical_nan, fp16_mac_run, fp16_products,
+from qllm_cores.gen import generate
+from qllm_cores.golden.fp16_mac import (CANONICAL_NAN, canonical_nan, fp16_mac_run, fp16_products,
                              fp32_is_nan, fp32_match)
-from hdl.fp16_mac import Fp16Mac, leading_zeros, unpack_fp16
+from qllm_cores.hdl.fp16_mac import Fp16Mac, leading_zeros, unpack_fp16
 from tests.exact_float import NEG_INF as EXACT_NEG_INF
 from tests.exact_float import POS_INF as EXACT_POS_INF
 from tests.exact_float import decode_fp16, exact_mac_run
-from verif.runner import BenchFailure, edit_site, run_testbench
-from verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, random_beats
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, random_beats
 
 # --- the exact reference (Fractions, a hand-written round to nearest even): tests/exact_float.py
 
@@ -276,7 +276,7 @@ def test_bench_fails_on_broken_rtl(mutation, failure):
 @pytest.mark.synth
 @pytest.mark.large
 def test_synthesis_ecp5_registers_and_multiplier(tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     source = generate("fp16_mac", {}, tmp_path / "v")
     result = synth(source, "fp16_mac", "ecp5", tmp_path / "synth")

@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from gen import generate
-from golden import beats
-from golden.fp16_mac import (CANONICAL_NAN_FP16, SHORT_RUN, fp16_is_nan, fp16_mac_run,
+from qllm_cores.gen import generate
+from qllm_cores.golden import beats
+from qllm_cores.golden.fp16_mac import (CANONICAL_NAN_FP16, SHORT_RUN, fp16_is_nan, fp16_mac_run,
                              fp16_products)
-from hdl.fp16_mac import Fp16Mac
+from qllm_cores.hdl.fp16_mac import Fp16Mac
 from tests.exact_float import exact_mac_run
-from verif.amaranth_sim import simulate_streams
-from verif.runner import BenchFailure, edit_site, run_testbench
-from verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, half_corners, random_beats
+from qllm_cores.verif.amaranth_sim import simulate_streams
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, half_corners, random_beats
 
 ONE, MINUS_ONE = 0x3C00, 0xBC00
 
@@ -34,7 +34,7 @@ def _fields(beats_list):
 
 
 def _half_corner_beats():
-    from verif.tb_fp16_mac import Stimulus
+    from qllm_cores.verif.tb_fp16_mac import Stimulus
     stimulus = Stimulus()
     half_corners(stimulus, np.random.default_rng(0))
     return stimulus.beats()
@@ -247,7 +247,7 @@ def test_latency_follows_pipeline(pipeline):
 
 
 def test_lint_clean(tmp_path):
-    from verif.__main__ import lint_file
+    from qllm_cores.verif.__main__ import lint_file
 
     source = generate("fp16_mac", {"acc": "fp16", "pipeline": 0}, tmp_path)
     assert lint_file(source, "fp16_mac") == []
@@ -315,7 +315,7 @@ def test_bench_fails_on_broken_rtl(mutation):
 @pytest.mark.synth
 @pytest.mark.large
 def test_synthesis_ecp5_registers_and_multiplier(tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     source = generate("fp16_mac", {"acc": "fp16"}, tmp_path / "v")
     result = synth(source, "fp16_mac", "ecp5", tmp_path / "synth")

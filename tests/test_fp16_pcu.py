@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from gen import generate
-from golden.beats import fp16_pcu
-from golden.fp16_mac import fp16_mac_run
-from hdl.fp16_mac import Fp16Mac
-from hdl.fp16_pcu import Fp16Pcu
-from verif.amaranth_sim import simulate_streams
-from verif.payload import compare_outputs
-from verif.runner import run_testbench
-from verif.tb_fp16_pcu import directed_beats, random_beats
+from qllm_cores.gen import generate
+from qllm_cores.golden.beats import fp16_pcu
+from qllm_cores.golden.fp16_mac import fp16_mac_run
+from qllm_cores.hdl.fp16_mac import Fp16Mac
+from qllm_cores.hdl.fp16_pcu import Fp16Pcu
+from qllm_cores.verif.amaranth_sim import simulate_streams
+from qllm_cores.verif.payload import compare_outputs
+from qllm_cores.verif.runner import run_testbench
+from qllm_cores.verif.tb_fp16_pcu import directed_beats, random_beats
 
 # --- parameters ------------------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ def test_lanes_in_lockstep_under_backpressure(lanes, pipeline):
 @pytest.mark.sim
 @pytest.mark.parametrize("pipeline,lanes", [
     # make test: 4 lanes at the default depth (the lane's pipeline=0 is benched by fp16_mac's
-    # tests); 16 lanes at both depths in make test-large and `python -m verif sim`.
+    # tests); 16 lanes at both depths in make test-large and `qllm sim`.
     pytest.param(Fp16Pcu.MAX_PIPELINE, 4, id="default-4lanes"),
     pytest.param(0, 16, marks=pytest.mark.large, id="pipeline0"),
     pytest.param(Fp16Pcu.MAX_PIPELINE, 16, marks=pytest.mark.large, id="default")])

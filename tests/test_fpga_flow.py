@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fpga import TARGETS, SynthError, SynthResult, synth
-from fpga.__main__ import main
+from qllm_cores.fpga import TARGETS, SynthError, SynthResult, synth
+from qllm_cores.fpga.__main__ import main
 
 pytestmark = pytest.mark.synth
 
@@ -191,8 +191,8 @@ def test_area_command_names_the_failed_run_and_drops_stale_reports(tmp_path, cap
 def test_comparison_table_divides_unit_by_baseline_from_the_same_results():
     from pathlib import Path
 
-    from fpga.area import Unit, comparison_table
-    from fpga.yosys import SynthResult
+    from qllm_cores.fpga.area import Unit, comparison_table
+    from qllm_cores.fpga.yosys import SynthResult
 
     def result(target, **metrics):
         return SynthResult(target=target, top="t", cell_counts={}, metrics=metrics,

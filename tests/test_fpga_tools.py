@@ -2,8 +2,8 @@
 
 import pytest
 
-from fpga.nextpnr import over_capacity, over_capacity_text
-from fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
+from qllm_cores.fpga.nextpnr import over_capacity, over_capacity_text
+from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
 
 
 def test_find_tool_beside_the_interpreter_or_names_the_package():
@@ -38,8 +38,8 @@ def test_over_capacity_reads_the_utilisation_lines():
 
 
 def test_one_command_line_runs_every_study(tmp_path, capsys):
-    """``python -m fpga <command>`` hands the arguments to the study's own command line."""
-    from fpga.__main__ import COMMANDS, main
+    """``qllm <command>`` hands the arguments to the study's own command line."""
+    from qllm_cores.fpga.__main__ import COMMANDS, main
 
     assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "counter-split",
                              "stdcell", "bitstream", "host"}

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 
-from gen import UNITS, generate, resolve_params
-from gen.registry import parse_assignment
-from gen.verilog import layout_description, wrap_long_lines
-from verif.payload import PayloadCodec
+from qllm_cores.gen import UNITS, generate, resolve_params
+from qllm_cores.gen.registry import parse_assignment
+from qllm_cores.gen.verilog import layout_description, wrap_long_lines
+from qllm_cores.verif.payload import PayloadCodec
 
 
 def run_gen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "gen", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "qllm_cores.gen", *args], cwd=cwd, capture_output=True,
                           text=True)
 
 
@@ -200,7 +200,7 @@ def test_elaboration_cases_are_legal_and_cover_every_configuration():
     """Every case of the elaboration benchmark passes its unit's parameter checks (the
     constructor runs; nothing is elaborated), and every unit's default and paper configurations
     are among the cases."""
-    from gen.elaboration import CASES, cases
+    from qllm_cores.gen.elaboration import CASES, cases
 
     assert set(CASES) <= set(UNITS)
     listed = cases()
@@ -214,7 +214,7 @@ def test_elaboration_cases_are_legal_and_cover_every_configuration():
 
 @pytest.mark.large
 def test_elaboration_benchmark_prints_seconds_per_case(capsys):
-    from gen.__main__ import main
+    from qllm_cores.gen.__main__ import main
 
     assert main(["elaboration", "--unit", "accllm_sparse_selector", "--timeout", "300"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -224,3 +224,51 @@ def test_elaboration_benchmark_prints_seconds_per_case(capsys):
     assert all(float(line.split()[2]) > 0 for line in cases)
     assert lines[-1] == "4 cases, 0 over 30 s, 0 failed"
     assert main(["elaboration", "--unit", "nope"]) == 2
+
+
+def test_cli_checks_every_unit_before_writing(tmp_path):
+    result = run_gen("verilog", "--unit", "kllm_concat", "--unit", "nosuch", "--out",
+                     str(tmp_path / "v"), cwd=tmp_path)
+    assert result.returncode == 2 and "unknown unit 'nosuch'" in result.stderr
+    assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.parametrize("prefix", ["1a", "a-b", "a b", "é"])
+def test_a_prefix_must_start_a_verilog_identifier(tmp_path, prefix):
+    result = run_gen("verilog", "--unit", "kllm_concat", "--prefix", prefix, "--out",
+                     str(tmp_path / "v"), cwd=tmp_path)
+    assert result.returncode == 2 and f"prefix must be empty or a Verilog identifier" in \
+        result.stderr and repr(prefix) in result.stderr
+    assert not (tmp_path / "v").exists()
+
+
+def test_prefixed_configurations_share_one_verilog_project(tmp_path):
+    """Two configurations of a unit with shared submodules (fp16_pcu's lanes) and two of
+    Orizuru, each under its own prefix, lint clean together: no module name is defined
+    twice, and every module of a file carries its prefix."""
+    from qllm_cores.verif.__main__ import lint_file
+
+    cases = [("fp16_pcu", {"lanes": 2}, "a_"), ("fp16_pcu", {"lanes": 3}, "b_"),
+             ("orizuru", {"n": 8}, "a_"), ("orizuru", {"n": 16}, "b_")]
+    texts, tops = [], []
+    for unit, params, prefix in cases:
+        path = generate(unit, params, tmp_path / "v", prefix=prefix)
+        assert path.name == f"{prefix}{unit}.v"
+        text = path.read_text()
+        modules = [line.split()[1].split("(")[0] for line in text.splitlines()
+                   if line.startswith("module ")]
+        assert modules[0] == prefix + unit and all(name.startswith(prefix) for name in modules)
+        manifest = json.loads(path.with_suffix(".json").read_text())
+        assert manifest["top"] == prefix + unit
+        assert all(name.startswith(prefix) for name in manifest["shared_modules"])
+        texts.append(text)
+        tops.append(prefix + unit)
+    assert len(modules_of := [line for t in texts for line in t.splitlines()
+                              if line.startswith("module ")]) == len(set(modules_of))
+    together = tmp_path / "together.v"
+    together.write_text("".join(texts))
+    for top in tops:
+        assert lint_file(together, top) == [], top
+    # Without a prefix the Verilog is what it always was.
+    plain = generate("fp16_pcu", {"lanes": 2}, tmp_path / "plain").read_text()
+    assert plain == texts[0].replace("a_fp16_pcu", "fp16_pcu")

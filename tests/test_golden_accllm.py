@@ -9,7 +9,7 @@ plain loops for pruning and the sparse selector; reconstruction bounds from the 
 import numpy as np
 import pytest
 
-from golden.accllm import (
+from qllm_cores.golden.accllm import (
     ActQuant, W2Quant, accumulate_packed, b_fits, dequantize_a8, dequantize_kv4,
     dequantize_w2, dsp48e2_p, extract_w2, extract_w8, max_accumulation_depth, pack_w2,
     pack_w8, packed_p_w2, product_range, prune_2_4, quantize_a8, quantize_kv4, quantize_w2,
@@ -452,7 +452,7 @@ def test_invalid_arguments_name_the_argument(call, exc, match):
 
 
 def test_run_sums_end_at_last_or_at_the_depth():
-    from golden.accllm import run_sums
+    from qllm_cores.golden.accllm import run_sums
 
     # Runs: [1, 2] ends at last; [3, 4] is cut at depth 2 (last 0); [5] ends at last.
     out = run_sums({"p": [1, 2, 3, 4, 5], "q": [10, 20, 30, 40, 50]}, [0, 1, 0, 0, 1], 2)

@@ -5,8 +5,8 @@ integer loop, hand-worked cases, and its argument checks."""
 import numpy as np
 import pytest
 
-from golden import beats
-from golden.accllm import PE_MODES, pe_product_bits, pe_products, pe_run, pe_weights
+from qllm_cores.golden import beats
+from qllm_cores.golden.accllm import PE_MODES, pe_product_bits, pe_products, pe_run, pe_weights
 
 FIELDS = ("mode", "x1", "x2", "w1", "w2", "kv4", "zp", "first", "last")
 

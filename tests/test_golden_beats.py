@@ -4,8 +4,8 @@ SPEC.md: every expected value below is computed in the comment beside it, not by
 import numpy as np
 import pytest
 
-from golden import beats
-from golden.orizuru import MAX_BEAT_LANES, beat_lanes
+from qllm_cores.golden import beats
+from qllm_cores.golden.orizuru import MAX_BEAT_LANES, beat_lanes
 
 
 def _assert_fields(got, want):

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from golden.kllm import (
+from qllm_cores.golden.kllm import (
     activation_codebook, counter_width, dequantize, index_distribution, index_distributions,
     kmeans_codebook, kmeans_quantize, max_abs_scale, outliers_per_side, quantize_weights,
     split_outliers,
@@ -363,7 +363,7 @@ def test_split_outliers_tie_rule_is_orizurus():
 def test_split_outliers_mask_is_orizurus_mask(n, k, fraction):
     """The algorithm's outlier set is exactly Orizuru's mask (golden.orizuru), on vectors full
     of ties and signed zeros: few distinct binary16 values, both zeros among them."""
-    from golden.orizuru import orizuru
+    from qllm_cores.golden.orizuru import orizuru
 
     assert outliers_per_side(n, fraction) == k
     rng = np.random.default_rng(n + k)

@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from golden.beats import kllm_column
-from golden.kllm import (
+from qllm_cores.golden.beats import kllm_column
+from qllm_cores.golden.kllm import (
     COLUMN_NAN, column_counts, column_float_reference, column_outputs, column_weighted_sum,
     counter_width, load_codebook, reductions_to_beats,
 )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from golden.kllm import (
+from qllm_cores.golden.kllm import (
     QuantizedActivation, activation_codebook, apply_elementwise, concat_indices, dequantize,
     dequantize_activation, index_elementwise_product, index_matmul_ik, index_matmul_kk,
     kllm_matmul, kllm_rmsnorm_matmul, product_codebook, quantize_activation, quantize_weights,
@@ -260,7 +260,7 @@ def test_rmsnorm_fusion_equals_direct(layer, eps):
 
 
 def test_wrap_counts_is_the_value_a_width_bit_counter_holds():
-    from golden.kllm import wrap_counts
+    from qllm_cores.golden.kllm import wrap_counts
 
     # 3-bit counters: unsigned 0..7 ("kk"), two's complement -4..3 ("ik").
     assert wrap_counts([0, 7, 8, 9, 17], 3, "kk").tolist() == [0, 7, 0, 1, 1]

@@ -9,7 +9,7 @@ and the fixed-point rounding; the float reference of the paper's algorithm.
 import numpy as np
 import pytest
 
-from golden.oaken import (
+from qllm_cores.golden.oaken import (
     INNER, MIDDLE, OUTER, OakenMeta, check_thresholds, decompose, dequantize_vector,
     quantize_dequantize_float, quantize_vector,
 )

@@ -17,16 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from golden.oaken import (
+from qllm_cores.golden.oaken import (
     INNER, MIDDLE, OUTER, decompose, dequantize_vector, quantize_dequantize_float,
     quantize_vector,
 )
-from golden.oaken_profile import (
+from qllm_cores.golden.oaken_profile import (
     atom_like, coo23_mixed, effective_bitwidth, error_metrics, group_fractions, kivi_like,
     oaken_chunk_bits, oaken_float_roundtrip, oaken_roundtrip, per_token_int4, profile_layers,
     profile_thresholds, run_cut_points, synthetic_kv, topk_counts,
 )
-from golden.oaken_report import main
+from qllm_cores.golden.oaken_report import main
 
 ROOT = Path(__file__).resolve().parent.parent
 TH = (-100, -10, 10, 100)
@@ -484,7 +484,7 @@ def test_report_rejects_bad_arguments(argv, match, capsys):
 
 
 def test_report_runs_as_a_module():
-    res = subprocess.run([sys.executable, "-m", "golden.oaken_report", *SMALL, "--seed", "3"],
+    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.oaken_report", *SMALL, "--seed", "3"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("Oaken (integer path)") == 2

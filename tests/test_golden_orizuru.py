@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from golden.orizuru import (
+from qllm_cores.golden.orizuru import (
     comparison_count, orizuru, orizuru_beats, pack_mask, total_order_key, unpack_mask,
 )
 

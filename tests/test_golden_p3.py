@@ -11,7 +11,7 @@ of decoded values.
 import numpy as np
 import pytest
 
-from golden import p3
+from qllm_cores.golden import p3
 
 ALL8 = np.arange(256)
 ALL4 = np.arange(16)

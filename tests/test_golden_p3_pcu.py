@@ -11,8 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import beats, p3
-from verif.payload import PayloadCodec
+from qllm_cores.golden import beats, p3
+from qllm_cores.verif.payload import PayloadCodec
 
 INT32_MIN, INT32_MAX = -2 ** 31, 2 ** 31 - 1
 FIELDS = ("act", "wgt", "act_fmt", "wgt_fmt", "sv_sel", "zp", "first", "last")

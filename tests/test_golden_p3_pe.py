@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import p3
-from golden import p3_report
+from qllm_cores.golden import p3
+from qllm_cores.golden import p3_report
 from tests.test_golden_p3 import (e4m3_value, random_stream, ref_pe, run_model, s0e4m4_value,
                                   weight_real)
 

@@ -1,4 +1,4 @@
-"""``python -m golden.paper``: the papers' numbers next to ours (golden/paper.py).
+"""``python -m qllm_cores.golden.paper``: the papers' numbers next to ours (golden/paper.py).
 
 Expected values here come from the papers (quoted, and checked against the paper text when
 ``../shared/papers`` is present) or from first-principles arithmetic written in this file,
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from golden import kllm, orizuru, paper
+from qllm_cores.golden import kllm, orizuru, paper
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = ROOT.parent / "shared" / "papers"
@@ -113,7 +113,7 @@ def test_out_dir_that_is_a_file_exits_2(tmp_path, capsys):
 
 
 def test_module_entry_point_rejects_bad_option():
-    res = subprocess.run([sys.executable, "-m", "golden.paper", "--tokens", "x"], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.paper", "--tokens", "x"], cwd=ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 2 and "--tokens" in res.stderr
 

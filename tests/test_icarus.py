@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from gen.registry import UNITS
-from verif.runner import run_testbench
+from qllm_cores.gen.registry import UNITS
+from qllm_cores.verif.runner import run_testbench
 
 BENCHED = [unit for unit, spec in UNITS.items() if spec.testbench]
 

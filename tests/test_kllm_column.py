@@ -4,16 +4,16 @@
 the default depth, overflow at a small max_len, the float reference end to end, mutants.
 
 The acceptance run (2,000 reductions per mode, K from 1 to 4096) is the bench at its defaults:
-``python -m verif sim --unit kllm_column [--config kllm-ik-a4]``; the runs here are shorter.
+``qllm sim --unit kllm_column [--config kllm-ik-a4]``; the runs here are shorter.
 """
 
 import numpy as np
 import pytest
 
-from gen.verilog import port_description
-from golden.kllm import column_float_reference, reductions_to_beats
-from hdl.kllm_column import KllmColumn
-from verif.runner import BenchFailure, edit_site, replay, run_testbench
+from qllm_cores.gen.verilog import port_description
+from qllm_cores.golden.kllm import column_float_reference, reductions_to_beats
+from qllm_cores.hdl.kllm_column import KllmColumn
+from qllm_cores.verif.runner import BenchFailure, edit_site, replay, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
 

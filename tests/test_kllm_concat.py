@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from golden.kllm import concat_indices, split_indices
-from hdl.kllm_concat import KllmConcat
-from gen import generate
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.golden.kllm import concat_indices, split_indices
+from qllm_cores.hdl.kllm_concat import KllmConcat
+from qllm_cores.gen import generate
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- golden model (from KLLM section III-B: activation index high, weight index low) ---------
 
@@ -163,7 +163,7 @@ def test_bench_fails_on_broken_rtl(mutation):
 @pytest.mark.synth
 @pytest.mark.parametrize("target", ["ice40", "ecp5", "xilinx", "cmos"])
 def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     params = {"a_bits": 3, "b_bits": 4, "lanes": 16}
     source = generate("kllm_concat", params, tmp_path / "v")
@@ -186,7 +186,7 @@ def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
 def test_waves_on_request_only():
     from pathlib import Path
 
-    from verif.runner import wave_format
+    from qllm_cores.verif.runner import wave_format
 
     import os
 

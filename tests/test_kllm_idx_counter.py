@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from gen import generate
-from golden.kllm import counter_width
-from hdl.kllm_idx_counter import KllmIdxCounter
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.gen import generate
+from qllm_cores.golden.kllm import counter_width
+from qllm_cores.hdl.kllm_idx_counter import KllmIdxCounter
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
 
@@ -229,7 +229,7 @@ def test_bench_fails_on_broken_rtl(mutation, params, reductions):
 @pytest.mark.synth
 @pytest.mark.parametrize("pipeline", [0, 3])
 def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path, pipeline):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     params = {"n_inputs": 4, "idx_bits": 3, "max_len": 20, "pipeline": pipeline}
     source = generate("kllm_idx_counter", params, tmp_path / "v")
@@ -277,7 +277,7 @@ def test_overflow_flags_report_every_bin_that_left_the_range(mode, pipeline, ban
     arrangements (direct, shift, single), in the Amaranth simulator with random gaps. Short
     reductions stay in range; long skewed ones leave it, in ik also by a running sum that comes
     back (the flag is sticky)."""
-    from verif.amaranth_sim import simulate_streams
+    from qllm_cores.verif.amaranth_sim import simulate_streams
     n, idx_bits, max_len = 2, 2, 3
     weight_bits = 3 if mode == "ik" else None
     counter = KllmIdxCounter(n_inputs=n, idx_bits=idx_bits, mode=mode, weight_bits=weight_bits,

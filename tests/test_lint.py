@@ -3,8 +3,8 @@ project's documented waivers (verif/lint_waivers.vlt, README "Lint")."""
 
 import pytest
 
-from gen import UNITS, generate
-from verif.__main__ import lint_file
+from qllm_cores.gen import UNITS, generate
+from qllm_cores.verif.__main__ import lint_file
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))

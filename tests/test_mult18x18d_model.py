@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from verif.runner import MODELS
+from qllm_cores.verif.runner import MODELS
 
 
 def test_mult18x18d_model_is_lint_clean_and_refuses_what_it_does_not_model():
     from tests.test_dsp48e2_model import verilator_lint
-    from verif.__main__ import lint_file
+    from qllm_cores.verif.__main__ import lint_file
     model = MODELS / "MULT18X18D.v"
     assert lint_file(model, "MULT18X18D") == []
     assert verilator_lint([model], "MULT18X18D") == []
@@ -149,7 +149,7 @@ endmodule
 
 def _run_mult18x18d_harness():
     import subprocess
-    from verif.runner import BUILD, tool_environment
+    from qllm_cores.verif.runner import BUILD, tool_environment
     tool_environment()
     folder = BUILD / "sim" / "mult18x18d_model"
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from gen import generate
-from golden.oaken import decompose
-from hdl.oaken_decomposer import OakenDecomposer
-from hdl.oaken_dequantizer import OakenDequantizer
-from verif.oaken_chunks import coo_beats, encode_chunks
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.gen import generate
+from qllm_cores.golden.oaken import decompose
+from qllm_cores.hdl.oaken_decomposer import OakenDecomposer
+from qllm_cores.hdl.oaken_dequantizer import OakenDequantizer
+from qllm_cores.verif.oaken_chunks import coo_beats, encode_chunks
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ def test_decomposer_bench(params, beats):
 # the depths in between (2: COO cuts only; 4: two arithmetic cuts; 6: all arithmetic cuts
 # without the queue, o.ready on the clock enable).
 DEQUANTIZER_CONFIGS = [
-    # 200 chunks per density here, 2,000 in `python -m verif sim --unit oaken_dequantizer`.
+    # 200 chunks per density here, 2,000 in `qllm sim --unit oaken_dequantizer`.
     pytest.param({}, 200, id="paper-16x64"),
     pytest.param({"pipeline": 0}, 500, marks=pytest.mark.large, id="paper-16x64-p0"),
     pytest.param({"lanes": 4, "vec_len": 16, "pipeline": 0}, 300, id="4x16-p0"),
@@ -241,7 +241,7 @@ def test_misordered_thresholds_follow_the_documented_priority():
 @pytest.mark.synth
 @pytest.mark.parametrize("target", ["ice40", pytest.param("xilinx", marks=pytest.mark.large)])
 def test_decomposer_registers_exactly_its_outputs(tmp_path, target):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     params = {"lanes": 4, "data_bits": 8, "pipeline": 0}
     source = generate("oaken_decomposer", params, tmp_path / "v")
@@ -255,7 +255,7 @@ def test_decomposer_registers_exactly_its_outputs(tmp_path, target):
 @pytest.mark.synth
 @pytest.mark.large
 def test_dequantizer_synthesizes_with_its_documented_state(tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     lanes, vec_len, d, f = 4, 16, 8, 4
     m_bits = d + f + 2

@@ -12,14 +12,14 @@ from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from gen import generate
-from golden.beats import MODELS
-from golden.oaken import quantize_vector
-from hdl.oaken_decomposer import OakenDecomposer
-from hdl.oaken_dequantizer import OakenDequantizer
-from hdl.oaken_quantizer import CUT_ORDER, DEFAULT_PIPELINE, OakenQuantizer
-from hdl.oaken_quantizer_parts import div15_plan, div15_reference, divide_by_15
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.gen import generate
+from qllm_cores.golden.beats import MODELS
+from qllm_cores.golden.oaken import quantize_vector
+from qllm_cores.hdl.oaken_decomposer import OakenDecomposer
+from qllm_cores.hdl.oaken_dequantizer import OakenDequantizer
+from qllm_cores.hdl.oaken_quantizer import CUT_ORDER, DEFAULT_PIPELINE, OakenQuantizer
+from qllm_cores.hdl.oaken_quantizer_parts import div15_plan, div15_reference, divide_by_15
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ def test_adapter_is_quantize_vector_with_full_coo_beats():
 #: Every bench: 0 / 1 / 10 / 50 / 100 % outliers under random gaps on i and on hdr, dense and
 #: coo ready, the sustained rate (and the latency), the threshold faults and the directed
 #: corners. The acceptance size, 2,000 chunks per density, is the bench's default (``make
-#: benches``, ``python -m verif sim --unit oaken_quantizer``); here fewer, to keep ``make
+#: benches``, ``qllm sim --unit oaken_quantizer``); here fewer, to keep ``make
 #: test`` within its budget. The paper configuration at the default depth; ``pipeline=0`` on a
 #: small configuration (a second build of the paper configuration costs more than the bench);
 #: one-beat chunks (a header per beat) with frac_bits 1, and 16-beat chunks (running
@@ -264,7 +264,7 @@ def test_quantizer_bench(params, chunks):
 
 @pytest.mark.sim
 def test_round_trip_through_the_dequantizer():
-    from verif.tb_oaken_quantizer import round_trip
+    from qllm_cores.verif.tb_oaken_quantizer import round_trip
 
     metrics = round_trip(50)
     assert metrics["round_trip_decode"]["chunks"] == 5 * 50
@@ -298,8 +298,8 @@ def test_odd_beat_trees_match_golden_in_the_amaranth_simulator(vec_len):
     """Chunks of 1, 3 and 5 beats at the default depth: the tree over a chunk's beats has an
     unpaired entry at some level, delayed like the pairs (with the ``beats`` cut, by their
     comparison register too)."""
-    from verif.amaranth_sim import simulate_streams
-    from verif.payload import compare_outputs
+    from qllm_cores.verif.amaranth_sim import simulate_streams
+    from qllm_cores.verif.payload import compare_outputs
 
     params = {"lanes": 2, "vec_len": vec_len, "data_bits": 6, "frac_bits": 2}
     dut = OakenQuantizer(**params)

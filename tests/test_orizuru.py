@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from gen.verilog import convert
-from golden.orizuru import orizuru_beats, total_order_key
-from hdl.fp16 import Fp16TotalOrderCompare
-from hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
-from hdl.orizuru_units import settle_cycles, unit_levels
-from verif.orizuru_sim import simulate
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.gen.verilog import convert
+from qllm_cores.golden.orizuru import orizuru_beats, total_order_key
+from qllm_cores.hdl.fp16 import Fp16TotalOrderCompare
+from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
+from qllm_cores.hdl.orizuru_units import settle_cycles, unit_levels
+from qllm_cores.verif.orizuru_sim import simulate
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -210,7 +210,7 @@ def test_units_refill_needs_children_no_slower_than_parents(monkeypatch):
     # valid, relying on every child settling no slower than its parent. With the remainder at
     # the top (a 2-input merge unit, S = 1, over two 16-input units, S = 4) the refill reads
     # a child that has not settled, and the outputs go wrong: the arrangement matters.
-    import hdl.orizuru_units as units
+    import qllm_cores.hdl.orizuru_units as units
     rng = np.random.default_rng(9)
     xs = _vectors(32, 8, rng)
     expected = orizuru_beats(xs, 6)

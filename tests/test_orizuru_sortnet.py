@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 
-from gen.verilog import convert
-from golden.orizuru import orizuru_beats
-from hdl import orizuru_sortnet as sortnet
-from hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
+from qllm_cores.gen.verilog import convert
+from qllm_cores.golden.orizuru import orizuru_beats
+from qllm_cores.hdl import orizuru_sortnet as sortnet
+from qllm_cores.hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
                                  FULL_MERGE_SLACK, OrizuruSortnet, _FullMergeBlock,
                                  _outputs, full_merge_network, selection_blocks,
                                  selection_network)
-from verif.orizuru_sim import simulate
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.verif.orizuru_sim import simulate
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

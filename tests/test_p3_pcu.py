@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from gen import UNITS, generate
-from hdl.p3_pcu import DEFAULT_PIPELINE, PIPELINE_CUTS, P3Pcu
-from verif.amaranth_sim import simulate_streams
-from verif.bench import golden_model
-from verif.payload import compare_outputs
-from verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.gen import UNITS, generate
+from qllm_cores.hdl.p3_pcu import DEFAULT_PIPELINE, PIPELINE_CUTS, P3Pcu
+from qllm_cores.verif.amaranth_sim import simulate_streams
+from qllm_cores.verif.bench import golden_model
+from qllm_cores.verif.payload import compare_outputs
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -100,7 +100,7 @@ def test_manifest_gives_the_latency(tmp_path):
 @pytest.mark.sim
 @pytest.mark.parametrize("params", [
     # make test: 4 PEs (a quarter of the build); the paper's 16 in make test-large and in
-    # `python -m verif sim --unit p3_pcu [--config p3-pcu-te]`.
+    # `qllm sim --unit p3_pcu [--config p3-pcu-te]`.
     pytest.param({"pes": 4, "reuse": 2}, id="te-default-4pes"),
     pytest.param({"pes": 4, "pipeline": 0}, id="pipeline0-4pes"),
     pytest.param({"reuse": 2}, id="te-default", marks=pytest.mark.large),

@@ -10,12 +10,12 @@ import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
-from gen import UNITS, generate
-from golden.p3 import pe_run
-from hdl.compressor import Compressor42
-from hdl.p3_pe import PIPELINE_CUTS, P3Pe
-from verif.runner import BenchFailure, edit_site, run_testbench
-from verif.tb_p3_pe import FIELDS, directed_beats, random_dot_products
+from qllm_cores.gen import UNITS, generate
+from qllm_cores.golden.p3 import pe_run
+from qllm_cores.hdl.compressor import Compressor42
+from qllm_cores.hdl.p3_pe import PIPELINE_CUTS, P3Pe
+from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
+from qllm_cores.verif.tb_p3_pe import FIELDS, directed_beats, random_dot_products
 
 DEFAULT_PIPELINE = UNITS["p3_pe"].defaults["pipeline"]
 
@@ -169,7 +169,7 @@ def test_every_depth_matches_golden_model(pipeline):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("params,dots", [
-    # 20,000 in `python -m verif sim --unit p3_pe`.
+    # 20,000 in `qllm sim --unit p3_pe`.
     pytest.param({}, 2_000, id="default"),
     pytest.param({"pipeline": 0}, 2_000, id="pipeline0"),
 ])
@@ -208,7 +208,7 @@ def test_bench_fails_on_broken_rtl(mutation):
 
 @pytest.mark.synth
 def test_synthesis_registers_the_documented_state(tmp_path):
-    from fpga.yosys import synth
+    from qllm_cores.fpga.yosys import synth
 
     source = generate("p3_pe", {}, tmp_path / "v")
     result = synth(source, "p3_pe", "xilinx", tmp_path / "synth")

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (depth ranges and row labels construct components that are never elaborated)
-"""``python -m fpga paper-area`` (fpga/paper/): the papers' hardware tables beside ours.
+"""``qllm paper-area`` (fpga/paper/): the papers' hardware tables beside ours.
 
 Expected values are worked out by hand from the paper texts (``../shared/papers``), from a toy
 Liberty library whose tables are linear (so the FO4 fixed point has a closed form), from an
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from fpga.jobs import Failure
-from fpga.paper import cli, render, rows as rows_module
-from fpga.paper.comparisons import orizuru_counts, rtl_comparators
-from fpga.paper.rows import Design, rows, select_rows
-from fpga.paper.search import DepthSearch, target_mhz
-from fpga.paper.sources import (CLOCKS, PAPER_TEXTS, QUOTES, TABLE_I, lane_rows_check,
+from qllm_cores.fpga.jobs import Failure
+from qllm_cores.fpga.paper import cli, render, rows as rows_module
+from qllm_cores.fpga.paper.comparisons import orizuru_counts, rtl_comparators
+from qllm_cores.fpga.paper.rows import Design, rows, select_rows
+from qllm_cores.fpga.paper.search import DepthSearch, target_mhz
+from qllm_cores.fpga.paper.sources import (CLOCKS, PAPER_TEXTS, QUOTES, TABLE_I, lane_rows_check,
                                 nand2_eq_28nm, um2_28nm)
-from fpga.stdcell.liberty import LibraryError, fo4_delay, nldm_lookup, parse_liberty
+from qllm_cores.fpga.stdcell.liberty import LibraryError, fo4_delay, nldm_lookup, parse_liberty
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = ROOT.parent / "shared" / "papers"
@@ -244,7 +244,7 @@ def test_rtl_comparators_count_through_submodules():
 
 
 def test_depth_ranges_are_what_the_constructors_accept():
-    from gen.registry import UNITS
+    from qllm_cores.gen.registry import UNITS
     for design in (Design("fp16_mac"), Design("orizuru", "kllm-16"),
                    Design("oaken_decomposer", "oaken-16")):
         last = design.depths()[-1]

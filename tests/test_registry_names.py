@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gen.registry import UNITS, load_object, resolve_params
-from gen.verilog import port_description
-from golden.beats import MODELS, BeatModel
-from verif.bench import golden_model
-from verif.payload import PayloadCodec
+from qllm_cores.gen.registry import UNITS, load_object, resolve_params
+from qllm_cores.gen.verilog import port_description
+from qllm_cores.golden.beats import MODELS, BeatModel
+from qllm_cores.verif.bench import golden_model
+from qllm_cores.verif.payload import PayloadCodec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,18 +53,18 @@ def _case_id(case):
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_golden_names_a_beat_model(unit):
     spec = UNITS[unit]
-    assert spec.golden is not None and spec.golden.startswith("golden.beats:"), spec.golden
+    assert spec.golden is not None and spec.golden.startswith("qllm_cores.golden.beats:"), spec.golden
     model = load_object(spec.golden)
     assert isinstance(model, BeatModel)
     assert model is golden_model(unit)
     assert MODELS[model.name] is model
-    assert spec.golden == f"golden.beats:{model.name}"
+    assert spec.golden == f"qllm_cores.golden.beats:{model.name}"
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_testbench_module_exists(unit):
     spec = UNITS[unit]
-    assert spec.testbench is not None and spec.testbench.startswith("verif.tb_")
+    assert spec.testbench is not None and spec.testbench.startswith("qllm_cores.verif.tb_")
     assert importlib.util.find_spec(spec.testbench) is not None, spec.testbench
 
 
@@ -95,13 +95,13 @@ def test_every_adapter_serves_a_unit():
 
 
 def test_load_object():
-    assert load_object("gen.registry:UNITS") is UNITS
-    assert load_object("golden.beats:BeatModel.same") is BeatModel.same
-    for bad in ("gen.registry", "gen.registry:", ":UNITS"):
+    assert load_object("qllm_cores.gen.registry:UNITS") is UNITS
+    assert load_object("qllm_cores.golden.beats:BeatModel.same") is BeatModel.same
+    for bad in ("qllm_cores.gen.registry", "gen.registry:", ":UNITS"):
         with pytest.raises(ValueError, match="module:name"):
             load_object(bad)
     with pytest.raises(AttributeError):
-        load_object("gen.registry:NO_SUCH_NAME")
+        load_object("qllm_cores.gen.registry:NO_SUCH_NAME")
 
 
 def test_golden_model_of_an_unknown_unit():

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fpga import area, fmax, report, report_render
-from fpga.area import area_job
-from fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult, fmax_job
-from fpga.jobs import Failure, error_text
-from fpga.nextpnr import FmaxTimeout, capacity_shortfall
-from fpga.report import REPORT_ROWS, ReportRow, baseline_row, report_rows
-from fpga.report_render import (
+from qllm_cores.fpga import area, fmax, report, report_render
+from qllm_cores.fpga.area import area_job
+from qllm_cores.fpga.fmax import FMAX_TARGETS, FmaxError, FmaxResult, fmax_job
+from qllm_cores.fpga.jobs import Failure, error_text
+from qllm_cores.fpga.nextpnr import FmaxTimeout, capacity_shortfall
+from qllm_cores.fpga.report import REPORT_ROWS, ReportRow, baseline_row, report_rows
+from qllm_cores.fpga.report_render import (
     FMAX_COLUMNS,
     README_BEGIN,
     README_END,
@@ -24,7 +24,7 @@ from fpga.report_render import (
     render_readme_section,
     replace_readme_section,
 )
-from gen.registry import UNITS
+from qllm_cores.gen.registry import UNITS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fpga.area import find_units
-from fpga.stdcell import LIBRARIES, LibraryError, find_liberty, library_facts, stdcell_synth
-from fpga.stdcell.cli import main as stdcell_main
-from gen.verilog import generate
+from qllm_cores.fpga.area import find_units
+from qllm_cores.fpga.stdcell import LIBRARIES, LibraryError, find_liberty, library_facts, stdcell_synth
+from qllm_cores.fpga.stdcell.cli import main as stdcell_main
+from qllm_cores.gen.verilog import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 

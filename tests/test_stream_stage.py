@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
+from qllm_cores.hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
 
 
 class _AddChain(wiring.Component):

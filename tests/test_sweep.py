@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from fpga.fmax import SEEDS
-from fpga.jobs import DASK_INSTALL_HINT, Failure, LocalExecutor, make_executor
-from fpga.sweep import PointResult, SweepResult, main, make_plan, parse_value, run_sweep
-from fpga.sweep_report import CSV_COLUMNS, plot_sweep, sweep_csv, sweep_table
+from qllm_cores.fpga.fmax import SEEDS
+from qllm_cores.fpga.jobs import DASK_INSTALL_HINT, Failure, LocalExecutor, make_executor
+from qllm_cores.fpga.sweep import PointResult, SweepResult, main, make_plan, parse_value, run_sweep
+from qllm_cores.fpga.sweep_report import CSV_COLUMNS, plot_sweep, sweep_csv, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -65,7 +65,7 @@ def _sweep_args(build_dir: Path, *values, targets=("ice40",), fmax=()) -> list[s
 
 def _refusal(**params) -> str:
     """The message KllmConcat's constructor raises for `params`."""
-    from hdl.kllm_concat import KllmConcat
+    from qllm_cores.hdl.kllm_concat import KllmConcat
 
     with warnings.catch_warnings():      # the half-built component is "never used"
         warnings.simplefilter("ignore")
@@ -130,7 +130,7 @@ def test_scheduler_without_dask_exits_2(monkeypatch, capsys):
 
 def test_module_imports_without_dask_or_tqdm():
     code = ("import sys; sys.modules.update(dask=None, distributed=None, tqdm=None); "
-            "import fpga.sweep; print('ok')")
+            "import qllm_cores.fpga.sweep; print('ok')")
     completed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                                text=True, timeout=60, check=False)
     assert completed.returncode == 0, completed.stderr

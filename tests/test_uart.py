@@ -12,7 +12,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
-from hdl.uart import UartRx, UartTx
+from qllm_cores.hdl.uart import UartRx, UartTx
 
 
 def line_bits(byte, stop=1):

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from verif.runner import _cxx_environment, cxx_optimization
+from qllm_cores.verif.runner import _cxx_environment, cxx_optimization
 
 
 def test_cxx_optimization_comes_from_the_argument_then_the_environment(monkeypatch):

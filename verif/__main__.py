@@ -1,4 +1,4 @@
-"""Command line: ``python -m verif {sim,lint}``.
+"""Command line: ``qllm {sim,lint}``.
 
 ``sim`` runs the golden test benches (all units' default configurations, or one unit with
 ``--unit``/``--config``/``--set``) and prints one line per bench with the vectors per second.
@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from gen import UNITS
-from gen.registry import load_object, parse_assignment
+from qllm_cores.gen import UNITS
+from qllm_cores.gen.registry import load_object, parse_assignment
 
 from .runner import ROOT, BenchFailure, primitive_models, run_testbench, tool_environment
 
@@ -115,7 +115,7 @@ def _lint(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m verif", description=__doc__,
+    parser = argparse.ArgumentParser(prog="qllm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("sim", help="run golden test benches")

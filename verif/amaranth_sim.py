@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.sim import Simulator
 
-from gen.verilog import port_description
-from verif.payload import PayloadCodec
+from qllm_cores.gen.verilog import port_description
+from qllm_cores.verif.payload import PayloadCodec
 
 __all__ = ["SimResult", "simulate_streams"]
 

@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from gen.registry import UNITS, load_object
+from qllm_cores.gen.registry import UNITS, load_object
 
 from .payload import PayloadCodec
 from .stream import StreamDriver, StreamMonitor

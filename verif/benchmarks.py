@@ -1,10 +1,10 @@
 """Throughput tables measured in simulation (cycles, not seconds): ``make bench``.
 
 Each function prints one unit's table; the registry names it (``UnitSpec.benchmark``) and
-``python -m verif bench [--unit U]`` runs them.
+``qllm bench [--unit U]`` runs them.
 """
 
-from gen import UNITS
+from qllm_cores.gen import UNITS
 
 from .runner import run_testbench
 
@@ -37,7 +37,7 @@ def counter_table():
 
 def orizuru_table():
     """``orizuru``: cycles per vector back to back, against the analytical count, per structure."""
-    from hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
+    from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
     print("| unit | structure | n | k | cycles/vector (back to back) | analytical | "
           "latency to first beat |")
     print("|---|---|---:|---:|---:|---:|---:|")

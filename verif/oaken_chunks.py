@@ -7,7 +7,7 @@ seed reproduces a run.
 
 import numpy as np
 
-from golden.oaken import dequantize_vector, quantize_vector
+from qllm_cores.golden.oaken import dequantize_vector, quantize_vector
 
 __all__ = ["random_thresholds", "random_chunk_values", "encode_chunks", "coo_beats",
            "chunk_streams"]

@@ -25,7 +25,9 @@ __all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", 
            "primitive_models"]
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = Path(os.environ.get("QLLM_BUILD", ROOT / "build"))
+#: Build folder of the benches: ``$QLLM_BUILD``, else ``build`` in the working directory
+#: (never beside the installed code).
+BUILD = Path(os.environ.get("QLLM_BUILD", Path.cwd() / "build")).resolve()
 MODELS = ROOT / "verif" / "models"
 
 
@@ -62,7 +64,9 @@ def tool_environment():
     # Reuse the compiled Verilator runtime across builds (verif/objcache.py, a small ccache):
     # it is most of a small unit's build time.
     wrapper = ROOT / "verif" / "objcache.py"
-    if not any(char.isspace() for char in str(wrapper)) and os.environ.get("QLLM_OBJCACHE") != "":
+    # (Only where it can run as a program: an installer may drop its executable bit.)
+    if (not any(char.isspace() for char in str(wrapper)) and os.access(wrapper, os.X_OK)
+            and os.environ.get("QLLM_OBJCACHE") != ""):
         os.environ.setdefault("QLLM_OBJCACHE", str(BUILD / "objcache"))
         fixes.append(f"OBJCACHE={wrapper}")
     makeflags = os.environ.get("MAKEFLAGS", "")
@@ -235,7 +239,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     """
     from cocotb_tools.runner import get_runner
 
-    from gen import generate, resolve_params
+    from qllm_cores.gen import generate, resolve_params
 
     sim = _simulator(sim)
     waves = _waves(waves)
@@ -330,7 +334,7 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     """
     from cocotb_tools.check_results import get_results
 
-    from gen import UNITS
+    from qllm_cores.gen import UNITS
 
     waves = _waves(waves)
     runner, build_dir, manifest = build_unit(unit, params, config=config, sim=sim, waves=waves,
@@ -346,7 +350,6 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     env = {
         "QLLM_MANIFEST": str(build_dir / "rtl" / f"{unit}.json"),
         "QLLM_METRICS": str(metrics_file),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.update({key: str(value) for key, value in (extra_env or {}).items()})
     sim_log = test_dir / "sim.log"
@@ -415,12 +418,13 @@ def replay(unit, params, inputs, out_beats, *, config=None, valid_probability=1.
 
     from .payload import flatten_fields, nest_fields
 
+    BUILD.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=BUILD) as folder:
         in_file, out_file = Path(folder) / "in.npz", Path(folder) / "out.npz"
         np.savez(in_file, **{key: np.asarray(value, dtype=np.int64)
                              for key, value in flatten_fields(inputs).items()})
         run_testbench(unit, params, config=config, seed=seed, name=name,
-                      test_module="verif.tb_replay",
+                      test_module="qllm_cores.verif.tb_replay",
                       extra_env={"QLLM_REPLAY_IN": in_file, "QLLM_REPLAY_OUT": out_file,
                                  "QLLM_REPLAY_BEATS": json.dumps(out_beats),
                                  "QLLM_REPLAY_VALID": valid_probability,

@@ -31,8 +31,8 @@ import os
 import cocotb
 import numpy as np
 
-from golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2
-from verif.bench import Bench, compare_fields, record_metrics
+from qllm_cores.golden.accllm import extract_w2, extract_w8, pack_w8, packed_p_w2
+from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
 
 W_BITS = {"w8": 8, "w4": 4, "w2": 2}
 

@@ -40,8 +40,8 @@ import os
 import cocotb
 import numpy as np
 
-from golden.accllm import pe_products
-from verif.bench import Bench, compare_fields, record_metrics
+from qllm_cores.golden.accllm import pe_products
+from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
 
 FIELDS = ("mode", "x1", "x2", "w1", "w2", "kv4", "zp", "first", "last")
 

@@ -30,8 +30,8 @@ import time
 import cocotb
 import numpy as np
 
-from golden.accllm import sparse_select
-from verif.bench import Bench, compare_fields, record_metrics
+from qllm_cores.golden.accllm import sparse_select
+from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
 
 #: The 6 two-of-four patterns of a group, as position pairs.
 PAIRS = np.array([(a, b) for a in range(4) for b in range(a + 1, 4)], dtype=np.int64)

@@ -251,7 +251,7 @@ async def random_vectors_ce_gaps_resets(dut):
 
     # The bench's reference agrees with the project's golden model.
     try:
-        from golden.accllm import dsp48e2_p
+        from qllm_cores.golden.accllm import dsp48e2_p
     except ImportError:
         dut._log.warning("golden.accllm.dsp48e2_p not found: reference not cross-checked")
         return

@@ -51,8 +51,8 @@ import time
 import cocotb
 import numpy as np
 
-from golden.fp16_mac import CANONICAL_NAN, CANONICAL_NAN_FP16, fp16_is_nan, fp32_is_nan
-from verif.bench import Bench, record_metrics
+from qllm_cores.golden.fp16_mac import CANONICAL_NAN, CANONICAL_NAN_FP16, fp16_is_nan, fp32_is_nan
+from qllm_cores.verif.bench import Bench, record_metrics
 
 #: binary16 patterns at and around every class boundary.
 SPECIAL_FP16 = [

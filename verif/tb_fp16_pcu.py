@@ -43,10 +43,10 @@ import time
 import cocotb
 import numpy as np
 
-from golden.fp16_mac import CANONICAL_NAN, fp32_is_nan
-from verif.bench import Bench, record_metrics
-from verif.tb_fp16_mac import SPECIAL_FP16, _random_fp16
-from verif.tb_fp16_mac import directed_beats as mac_directed_beats
+from qllm_cores.golden.fp16_mac import CANONICAL_NAN, fp32_is_nan
+from qllm_cores.verif.bench import Bench, record_metrics
+from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, _random_fp16
+from qllm_cores.verif.tb_fp16_mac import directed_beats as mac_directed_beats
 
 
 class Stimulus:

@@ -54,8 +54,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from golden.kllm import column_outputs, counter_width, load_codebook, reductions_to_beats
-from verif.bench import Bench, record_metrics
+from qllm_cores.golden.kllm import column_outputs, counter_width, load_codebook, reductions_to_beats
+from qllm_cores.verif.bench import Bench, record_metrics
 
 #: binary16 specials used by the random codebooks.
 SPECIAL_FP16 = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01, 0x7FFF,

@@ -19,7 +19,7 @@ import time
 import cocotb
 import numpy as np
 
-from verif.bench import Bench, record_metrics
+from qllm_cores.verif.bench import Bench, record_metrics
 
 
 def corner_operands(a_bits, b_bits, lanes):

@@ -32,8 +32,8 @@ import os
 import cocotb
 import numpy as np
 
-from golden.kllm import counter_width
-from verif.bench import Bench, record_metrics
+from qllm_cores.golden.kllm import counter_width
+from qllm_cores.verif.bench import Bench, record_metrics
 
 
 class Reductions:

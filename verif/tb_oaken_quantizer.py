@@ -38,7 +38,7 @@ round_trip_decode
     Drives the beats that ``random_chunks_backpressure`` captured from the quantizer RTL into
     the dequantizer RTL under random backpressure and compares its output with
     ``dequantize_vector(quantize_vector(x))``. :func:`round_trip` runs both halves
-    (``python -m verif.tb_oaken_quantizer`` runs it at 2,000 chunks per density).
+    (``python -m qllm_cores.verif.tb_oaken_quantizer`` runs it at 2,000 chunks per density).
 """
 
 import os
@@ -47,9 +47,9 @@ from pathlib import Path
 import cocotb
 import numpy as np
 
-from golden.oaken import dequantize_vector, quantize_vector, unpack_coo
-from verif.bench import Bench, compare_fields, record_metrics
-from verif.oaken_chunks import random_chunk_values, random_thresholds
+from qllm_cores.golden.oaken import dequantize_vector, quantize_vector, unpack_coo
+from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
+from qllm_cores.verif.oaken_chunks import random_chunk_values, random_thresholds
 
 DENSITIES = [0.0, 0.01, 0.10, 0.50, 1.0]
 NAMES = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")
@@ -336,7 +336,7 @@ def round_trip(chunks=2000, params=None, *, seed=None):
     ``data_bits``, ``frac_bits``) of both units. Returns the decode's metrics."""
     import tempfile
 
-    from verif.runner import BUILD, run_testbench
+    from qllm_cores.verif.runner import BUILD, run_testbench
 
     params = dict(params or {})
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -346,7 +346,7 @@ def round_trip(chunks=2000, params=None, *, seed=None):
                       extra_env={"QLLM_CHUNKS": chunks, "QLLM_ROUND_TRIP": folder})
         shared = {key: value for key, value in params.items() if key != "pipeline"}
         return run_testbench("oaken_dequantizer", shared, seed=seed, name="round-trip-decode",
-                             test_module="verif.tb_oaken_quantizer",
+                             test_module="qllm_cores.verif.tb_oaken_quantizer",
                              testcase="round_trip_decode",
                              extra_env={"QLLM_ROUND_TRIP_DECODE": folder})
 

@@ -24,8 +24,8 @@ import os
 import cocotb
 import numpy as np
 
-from golden.orizuru import beat_lanes
-from verif.bench import Bench, record_metrics
+from qllm_cores.golden.orizuru import beat_lanes
+from qllm_cores.verif.bench import Bench, record_metrics
 
 POS_ZERO, NEG_ZERO, POS_INF, NEG_INF = 0x0000, 0x8000, 0x7C00, 0xFC00
 

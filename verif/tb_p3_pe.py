@@ -27,7 +27,7 @@ import os
 import cocotb
 import numpy as np
 
-from verif.bench import Bench, record_metrics
+from qllm_cores.verif.bench import Bench, record_metrics
 
 FIELDS = ("act", "wgt", "act_fmt", "wgt_fmt", "sv_sel", "zp", "first", "last")
 

@@ -23,8 +23,8 @@ import os
 import cocotb
 import numpy as np
 
-from verif.bench import Bench
-from verif.payload import flatten_fields, nest_fields
+from qllm_cores.verif.bench import Bench
+from qllm_cores.verif.payload import flatten_fields, nest_fields
 
 
 @cocotb.test()

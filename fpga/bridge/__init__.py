@@ -7,9 +7,9 @@
 :mod:`.gateware`            the board end: :class:`UartBridge` from :class:`CommandDecoder`
                             and :class:`FrameSender` over :mod:`hdl.uart`
 :mod:`.board`               board builds (amaranth-boards, YoWASP tools):
-                            ``python -m fpga bitstream``
+                            ``qllm bitstream``
 :mod:`.host`                stream beats to a board and compare with the unit's golden
-                            adapter: ``python -m fpga host``
+                            adapter: ``qllm host``
 ==========================  ==========================================================
 
 Nothing is imported here, so that the protocol and the host do not pull in Amaranth.

@@ -1,6 +1,6 @@
 """Board builds: any registered unit behind the UART bridge, as a bitstream for a real board.
 
-``python -m fpga bitstream --board icebreaker|ulx3s-25f|ulx3s-85f --unit U [--config C]
+``qllm bitstream --board icebreaker|ulx3s-25f|ulx3s-85f --unit U [--config C]
 [--set k=v ...] [--baud 115200] [--build-dir build]`` wraps the unit in
 :class:`fpga.bridge.gateware.UartBridge`, builds it with amaranth-boards and the YoWASP tools
 (Yosys, nextpnr, icepack / ecppack, all from PyPI) in ``BUILD_DIR/bitstream/<board>/<unit>/`` and
@@ -33,12 +33,12 @@ from pathlib import Path
 
 from amaranth.hdl import Elaboratable, Module
 
-from fpga.bridge.gateware import UartBridge, layout_of
-from fpga.bridge.protocol import DEFAULT_BAUD, DEFAULT_FIFO_DEPTH, bridge_identity, divisor_for
-from fpga.nextpnr import FmaxError, nextpnr_report, over_capacity_text
-from fpga.tools import find_tool
-from gen.registry import UNITS, parse_assignment, resolve_params
-from gen.verilog import manifest, write_manifest
+from qllm_cores.fpga.bridge.gateware import UartBridge, layout_of
+from qllm_cores.fpga.bridge.protocol import DEFAULT_BAUD, DEFAULT_FIFO_DEPTH, bridge_identity, divisor_for
+from qllm_cores.fpga.nextpnr import FmaxError, nextpnr_report, over_capacity_text
+from qllm_cores.fpga.tools import find_tool
+from qllm_cores.gen.registry import UNITS, parse_assignment, resolve_params
+from qllm_cores.gen.verilog import manifest, write_manifest
 
 __all__ = [
     "BOARDS",
@@ -305,7 +305,7 @@ def format_result(result: BitstreamResult) -> str:
     error = result.actual_baud / result.baud - 1
     lines = [
         f"bitstream: {result.bitstream} ({result.size} bytes)",
-        f"manifest: {result.manifest} (python -m fpga host --manifest ...)",
+        f"manifest: {result.manifest} (qllm host --manifest ...)",
         f"board: {result.board} ({result.device}), clock {result.clock_hz / 1e6:g} MHz",
         f"baud: {result.baud} (divisor {result.divisor}, actual {result.actual_baud:.0f}, "
         f"{error:+.2%})",
@@ -330,7 +330,7 @@ EXIT_OK, EXIT_BUILD_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fpga bitstream",
+        prog="qllm bitstream",
         description="Build a unit behind a UART (protocol: fpga/bridge/protocol.py) for a board.")
     parser.add_argument("--board", required=True, choices=sorted(BOARDS))
     parser.add_argument("--unit", required=True, help=f"one of {', '.join(sorted(UNITS))}")

@@ -13,7 +13,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from fpga.bridge.protocol import (
+from qllm_cores.fpga.bridge.protocol import (
     DEFAULT_FIFO_DEPTH,
     IDENTIFY_BYTES,
     MAX_FIFO_DEPTH,
@@ -23,9 +23,9 @@ from fpga.bridge.protocol import (
     Header,
     bridge_identity,
 )
-from gen.verilog import port_description, signal_description
-from hdl.params import check_int
-from hdl.uart import MIN_DIVISOR, UartRx, UartTx
+from qllm_cores.gen.verilog import port_description, signal_description
+from qllm_cores.hdl.params import check_int
+from qllm_cores.hdl.uart import MIN_DIVISOR, UartRx, UartTx
 
 __all__ = ["CommandDecoder", "FrameSender", "Reply", "UartBridge", "layout_of"]
 

@@ -1,6 +1,6 @@
 """Host end of the board link: stream beats to a unit on a board, check the results.
 
-``python -m fpga host --port /dev/ttyUSB1 (--unit U [--config C] [--set k=v ...] |
+``qllm host --port /dev/ttyUSB1 (--unit U [--config C] [--set k=v ...] |
 --manifest build/bitstream/<board>/<unit>/<unit>.manifest.json) [--baud 115200] --count N
 [--seed S] [--inputs beats.npz] [--save out.npz]`` resets the unit on the board, checks that the
 board runs the same unit and parameters (identify), sends ``N`` random input beats (or the beats
@@ -29,7 +29,7 @@ imported only by :func:`open_serial`.
 
 Python use::
 
-    from fpga.bridge.host import open_serial, run_unit
+    from qllm_cores.fpga.bridge.host import open_serial, run_unit
     with open_serial("/dev/ttyUSB1", 115200) as port:
         result = run_unit(port, "kllm_concat", count=1000, seed=1)
     assert result.ok, result.report()
@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fpga.bridge.protocol import BridgeClient, BridgeLayout, HostError, Transport, bridge_identity
-from gen.registry import UNITS, parse_assignment
-from gen.verilog import unit_manifest
-from verif.bench import golden_model
-from verif.payload import PayloadCodec, compare_outputs, flatten_fields, nest_fields
+from qllm_cores.fpga.bridge.protocol import BridgeClient, BridgeLayout, HostError, Transport, bridge_identity
+from qllm_cores.gen.registry import UNITS, parse_assignment
+from qllm_cores.gen.verilog import unit_manifest
+from qllm_cores.verif.bench import golden_model
+from qllm_cores.verif.payload import PayloadCodec, compare_outputs, flatten_fields, nest_fields
 
 __all__ = [
     "HostResult",
@@ -261,8 +261,8 @@ EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fpga host",
-        description="Stream beats through a unit on a board (built with python -m fpga "
+        prog="qllm host",
+        description="Stream beats through a unit on a board (built with qllm "
                     "bitstream) and check them against the unit's golden adapter.")
     parser.add_argument("--port", required=True, help="serial port, e.g. /dev/ttyUSB1")
     which = parser.add_mutually_exclusive_group(required=True)

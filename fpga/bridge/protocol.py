@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Protocol
 
-from hdl.params import check_int
+from qllm_cores.hdl.params import check_int
 
 __all__ = [
     "BridgeClient",

@@ -6,5 +6,5 @@ Oaken Table 4, BitMoD's PE sheet), their clocks and the 28 nm NAND2 area;
 picks each row's ``pipeline`` depth on each library (the shallowest meeting the paper's clock
 scaled by FO4 delay) from cached standard-cell runs; :mod:`~fpga.paper.comparisons` counts
 Orizuru's comparators in the RTL; :mod:`~fpga.paper.render` writes the tables and
-:mod:`~fpga.paper.cli` is ``python -m fpga paper-area``. Method and findings: docs/paper.md.
+:mod:`~fpga.paper.cli` is ``qllm paper-area``. Method and findings: docs/paper.md.
 """

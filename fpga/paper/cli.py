@@ -1,8 +1,8 @@
-"""``python -m fpga paper-area``: the papers' hardware tables beside ours (``make paper``).
+"""``qllm paper-area``: the papers' hardware tables beside ours (``make paper``).
 
 Usage::
 
-    python -m fpga paper-area [--library L ...] [--row ID ...] [--jobs N] [--build-dir DIR]
+    qllm paper-area [--library L ...] [--row ID ...] [--jobs N] [--build-dir DIR]
                               [--pdk-root DIR] [--no-cache]
 
 Libraries: ``sky130`` and ``ihp`` by default, ``asap7`` on request (``--library`` replaces the
@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from fpga.area import positive_int_argument, write_reports
-from fpga.stdcell.liberty import (FO4_28NM_PS, FO4_28NM_SOURCE, LIBRARIES, LibraryError,
+from qllm_cores.fpga.area import positive_int_argument, write_reports
+from qllm_cores.fpga.stdcell.liberty import (FO4_28NM_PS, FO4_28NM_SOURCE, LIBRARIES, LibraryError,
                                   find_liberty, fo4_delay)
 
 from .comparisons import orizuru_counts
@@ -42,7 +42,7 @@ DEFAULT_LIBRARIES = ("sky130", "ihp")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fpga paper-area",
+    parser = argparse.ArgumentParser(prog="qllm paper-area",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--library", action="append", default=[], metavar="NAME",
                         help=f"one of {', '.join(LIBRARIES)} (repeatable; default: "

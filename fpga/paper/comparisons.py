@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from amaranth.back import rtlil
 
-from gen.registry import resolve_params
+from qllm_cores.gen.registry import resolve_params
 
 __all__ = ["OrizuruCount", "orizuru_counts", "rtl_comparators"]
 
@@ -79,7 +79,7 @@ def orizuru_counts(n: int = 16, k: int = 2) -> OrizuruCount:
     (:func:`golden.orizuru.comparison_count`) and :func:`rtl_comparators` of the unrolled
     structure (``pipeline=3``: comparisons per vector) and of the tree structure (the paper's
     time-multiplexed trees: hardware comparators) at ``n`` inputs and ``k`` per side."""
-    from golden.orizuru import comparison_count
+    from qllm_cores.golden.orizuru import comparison_count
 
     levels = n.bit_length() - 1
     return OrizuruCount(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 
-from fpga.jobs import Failure
+from qllm_cores.fpga.jobs import Failure
 
 from .sources import CLOCKS, NAND2_28NM_UM2, nand2_eq_28nm, um2_28nm
 

@@ -16,7 +16,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from .sources import CLOCKS, QUOTES, TABLE_I, Quote
 

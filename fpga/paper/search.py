@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpga.area import find_units
-from fpga.jobs import Failure, LocalExecutor, call, result_of
-from fpga.stdcell import stdcell_job
-from gen.verilog import generate
+from qllm_cores.fpga.area import find_units
+from qllm_cores.fpga.jobs import Failure, LocalExecutor, call, result_of
+from qllm_cores.fpga.stdcell import stdcell_job
+from qllm_cores.gen.verilog import generate
 
 from .rows import Design
 

@@ -1,4 +1,4 @@
-"""``python -m fpga.stdcell``: the same as ``python -m fpga stdcell``."""
+"""``qllm stdcell``: the same as ``qllm stdcell``."""
 
 import sys
 

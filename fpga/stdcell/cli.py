@@ -1,4 +1,4 @@
-"""``python -m fpga stdcell [--unit NAME ...] [--library L ...] [--liberty FILE ...]``: the
+"""``qllm stdcell [--unit NAME ...] [--library L ...] [--liberty FILE ...]``: the
 generated units (``BUILD_DIR/verilog``, ``make verilog``) on open standard-cell libraries.
 
 Libraries come from ``PDK_ROOT`` (``--pdk-root``; the volare/ciel layout) by name
@@ -18,8 +18,8 @@ import io
 import sys
 from pathlib import Path
 
-from fpga.area import AreaInputError, find_units, positive_int_argument
-from fpga.jobs import Failure, run_jobs
+from qllm_cores.fpga.area import AreaInputError, find_units, positive_int_argument
+from qllm_cores.fpga.jobs import Failure, run_jobs
 
 from .flow import stdcell_job
 from .liberty import LIBRARIES, LibraryError, find_liberty, library_facts
@@ -34,7 +34,7 @@ COLUMNS = ("unit", "library", "area_um2", "nand2_eq", "ff_share", "cells", "path
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fpga stdcell", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="qllm stdcell", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--unit", action="append", default=[], metavar="NAME")
     parser.add_argument("--library", action="append", default=[], metavar="NAME",

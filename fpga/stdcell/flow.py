@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fpga.cache import cached, flow_fingerprint, package_version
-from fpga.tools import log_tail
+from qllm_cores.fpga.cache import cached, flow_fingerprint, package_version
+from qllm_cores.fpga.tools import log_tail
 
 from .liberty import LIBRARIES, LibraryError, find_liberty, library_facts
 

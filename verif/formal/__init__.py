@@ -1,4 +1,4 @@
-"""Formal proofs, pip only: ``python -m verif formal`` (``make formal``).
+"""Formal proofs, pip only: ``qllm formal`` (``make formal``).
 
 A proof is a *harness*: an Amaranth component that instantiates a unit, assumes the rules of
 its inputs (``Assume``) and asserts a property of its outputs (``Assert``), its free inputs
@@ -30,8 +30,8 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from gen.registry import UNITS
-from hdl.invariants import FORMAL
+from qllm_cores.gen.registry import UNITS
+from qllm_cores.hdl.invariants import FORMAL
 
 from .engines import ENGINES, run_engine
 

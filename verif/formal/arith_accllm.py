@@ -58,7 +58,7 @@ from pathlib import Path
 
 from amaranth.hdl import Assert
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import MODELS, Proof, prove
 from .engines import BIN

@@ -85,8 +85,8 @@ from functools import partial
 
 from amaranth.hdl import Assert, Assume, Cat, Const, Mux
 
-from gen.registry import UNITS, resolve_params
-from hdl.accllm_pe import product_bits
+from qllm_cores.gen.registry import UNITS, resolve_params
+from qllm_cores.hdl.accllm_pe import product_bits
 
 from . import Proof
 from .arith_accllm import PROPERTY as PRODUCTS_PROPERTY

@@ -85,7 +85,7 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import Proof
 from .stream import UnitHarness, assume_input_hold

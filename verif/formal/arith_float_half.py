@@ -62,9 +62,9 @@ from functools import partial
 
 from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed
 
-from gen.registry import UNITS, resolve_params
-from hdl.fp16_mac_formats import HALF_RAW_PRODUCT_LAYOUT
-from hdl.fp16_mac_half import pack_half, round_product
+from qllm_cores.gen.registry import UNITS, resolve_params
+from qllm_cores.hdl.fp16_mac_formats import HALF_RAW_PRODUCT_LAYOUT
+from qllm_cores.hdl.fp16_mac_half import pack_half, round_product
 
 from . import Proof
 from .arith_float import (ALL, MacHarness, ZeroProductHarness, fp16_operand, restricted,

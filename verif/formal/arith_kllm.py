@@ -88,7 +88,7 @@ from functools import partial
 from amaranth.hdl import Assert, Assume, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import Proof
 from .stream import UnitHarness, assume_input_hold
@@ -304,7 +304,7 @@ def proofs():
     PDR; ``kllm_idx_counter`` by PDR (:data:`PDR_ROWS`), framed (:data:`FRAMED_ROWS`), and
     framed on :data:`LANE_SHAPE` at ``pipeline`` 0 and the default (``kk``: reductions of up
     to 2 beats; ``ik``: single-beat)."""
-    from hdl.kllm_concat import MAX_PIPELINE
+    from qllm_cores.hdl.kllm_concat import MAX_PIPELINE
 
     rows = [concat_row({"pipeline": depth}) for depth in range(MAX_PIPELINE + 1)]
     rows.append(concat_row({"a_bits": 3}))          # KLLM-A3 (registry: kllm-a3-16)

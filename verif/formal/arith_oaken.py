@@ -104,7 +104,7 @@ from functools import partial
 
 from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed
 
-from gen.registry import resolve_params
+from qllm_cores.gen.registry import resolve_params
 
 from . import Proof
 from .stream import UnitHarness, assume_input_hold

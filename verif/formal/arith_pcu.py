@@ -91,7 +91,7 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Assert, Fragment, Mux, Signal, signed
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import Proof
 from .arith_p3_oaken import WAYS, activation, assume_one_free_lane, weight

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import (Proof, arith_accllm, arith_accllm_pe, arith_float, arith_float_half, arith_kllm,
                arith_oaken, arith_p3_oaken, arith_pcu, orizuru)

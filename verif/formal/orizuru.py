@@ -40,7 +40,7 @@ from functools import partial
 
 from amaranth.hdl import Assert, Const, Mux, Signal, Value
 
-from gen.registry import UNITS, resolve_params
+from qllm_cores.gen.registry import UNITS, resolve_params
 
 from . import Proof
 from .transaction import TransactionHarness

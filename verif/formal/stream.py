@@ -12,7 +12,7 @@ from __future__ import annotations
 from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
 from amaranth.lib import wiring
 
-from gen.verilog import port_description
+from qllm_cores.gen.verilog import port_description
 
 __all__ = ["UnitHarness", "StreamHoldHarness", "stream_free_ports", "assume_input_hold"]
 
