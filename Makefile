@@ -118,7 +118,7 @@ BAUD  ?= 115200
 bitstream: $(STAMP)
 	$(QLLM) bitstream --board $(BOARD) $(unit_args) --baud $(BAUD)
 
-# The README's Results section and docs/results/: the report, the Orizuru n sweep and the
+# docs/results.md (the Results section) and docs/results/: the report, the Orizuru n sweep and the
 # p3_pe pipeline-depth trade-off (area / Fmax / latency) plots.
 RESULTS_SWEEP := --unit orizuru --param n --values 4 8 16 32 --target ice40 ecp5 cmos \
                  --fmax-target ice40 ecp5
@@ -128,7 +128,7 @@ results: report
 	$(QLLM) sweep $(RESULTS_SWEEP)
 	$(QLLM) sweep $(RESULTS_PIPELINE_SWEEP)
 	$(QLLM) report --publish docs/results --plot build/reports/sweep-orizuru-n.png \
-	    --plot build/reports/sweep-p3_pe-pipeline.png --readme README.md
+	    --plot build/reports/sweep-p3_pe-pipeline.png --readme docs/results.md
 
 # make sweep UNIT=kllm_concat PARAM=lanes VALUES="1 2 4" [CONFIG=] [SET="a_bits=3"]
 #            [TARGET="ice40 cmos"] [FMAX=1 | FMAX_TARGET="ice40"] [SCHEDULER=tcp://host:8786]

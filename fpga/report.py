@@ -17,11 +17,11 @@
 4. writes ``BUILD_DIR/reports/report.md``, ``report.csv`` (long format) and ``report.json``
    (everything the tables are rendered from) and prints the Markdown.
 
-``qllm report --publish docs/results [--plot PNG ...] [--readme README.md]`` copies
-``report.json`` (and the plots) to the published folder and rewrites the README's "Results"
+``qllm report --publish docs/results [--plot PNG ...] [--readme docs/results.md]`` copies
+``report.json`` (and the plots) to the published folder and rewrites the page's "Results"
 section from them, so that every number there comes from a command
-(`fpga.report_render.render_readme_section`;
-``tests/test_report.py`` checks the README against the published JSON).
+(`fpga.report_render.render_readme_section`, links relative to the page;
+``tests/test_report.py`` checks docs/results.md against the published JSON).
 
 LUT and FF counts are Yosys's (the unit alone, as in ``make area``); nextpnr's iCE40 report
 only counts logic cells. Fmax is nextpnr's achieved figure for ``clk`` at a fixed seed.
@@ -297,9 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=Path("build"))
     parser.add_argument("--publish", type=Path, metavar="DIR",
                         help="copy the last report (and --plot files) to DIR and, with "
-                             "--readme, rewrite the README's Results section; runs nothing")
+                             "--readme, rewrite that page's Results section (docs/results.md); "
+                             "runs nothing")
     parser.add_argument("--plot", type=Path, action="append", default=[], metavar="PNG")
-    parser.add_argument("--readme", type=Path, metavar="README.md")
+    parser.add_argument("--readme", type=Path, metavar="PAGE.md")
     arguments = parser.parse_args(argv)
     reports_dir = arguments.build_dir / "reports"
     if arguments.publish is not None:

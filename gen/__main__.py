@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+from pathlib import Path
 
 from .registry import UNITS, parse_assignment, resolve_params
 from .verilog import check_prefix, generate
@@ -49,11 +50,26 @@ def main(argv=None):
         # Every unit and parameter is checked before anything is written.
         for unit in units:
             resolve_params(unit, args.config, overrides)
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {args.out}: exists and is not a folder")
+    except (ValueError, TypeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"error: --out {args.out}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    try:
         for unit in units:
             path = generate(unit, overrides, args.out, config=args.config, prefix=args.prefix)
             print(f"wrote {path}")
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {error.filename or args.out}: {error.strerror or error}", file=sys.stderr)
         return 2
     return 0
 

@@ -2,6 +2,7 @@
 
 import gc
 import json
+import os
 import re
 from pathlib import Path
 
@@ -144,6 +145,9 @@ def manifest(spec, params, component, config=None):
         "config": config,
         "params": params,
         "latency": getattr(component, "latency", None),
+        # One clock domain (SPEC section 0): Amaranth's `sync`, its reset synchronous.
+        "clock": {"name": "clk", "edge": "rising"},
+        "reset": {"name": "rst", "polarity": "high", "synchronous": True},
         "ports": port_description(component),
         "signals": signal_description(component),
         "baseline": spec.baseline,
@@ -183,10 +187,17 @@ def _optional_list(value):
 
 
 def _write_if_changed(path, text):
-    """Write ``text`` unless the file already holds it (keeps timestamps for incremental builds)."""
-    if path.exists() and path.read_text() == text:
+    """Write ``text`` unless the file already holds it (keeps timestamps for incremental
+    builds); through a temporary file renamed over ``path``, so that a reader never sees a
+    partial file."""
+    if path.is_file() and path.read_text() == text:
         return
-    path.write_text(text)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def wrap_long_lines(text, limit=MAX_LINE):

@@ -1,6 +1,7 @@
 """The generator: registry, parameter resolution, command line, manifests."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -55,6 +56,11 @@ def test_cli_writes_verilog_and_manifest(tmp_path):
     assert manifest["params"] == {"a_bits": 3, "b_bits": 4, "lanes": 5,
                                   "pipeline": UNITS["kllm_concat"].defaults["pipeline"]}
     assert manifest["ports"]["i"]["direction"] == "in"
+    assert manifest["clock"] == {"name": "clk", "edge": "rising"}
+    assert manifest["reset"] == {"name": "rst", "polarity": "high", "synchronous": True}
+    header = text[text.index("module kllm_concat("):].split(")")[0]
+    assert {"clk", "rst"} <= {name.strip() for name in header.split("(")[1].split(",")}
+    assert "input clk;" in text and "input rst;" in text
     assert manifest["ports"]["o"]["payload"]["width"] == 5 * 7
 
 
@@ -272,3 +278,23 @@ def test_prefixed_configurations_share_one_verilog_project(tmp_path):
     # Without a prefix the Verilog is what it always was.
     plain = generate("fp16_pcu", {"lanes": 2}, tmp_path / "plain").read_text()
     assert plain == texts[0].replace("a_fp16_pcu", "fp16_pcu")
+
+
+def test_an_unusable_out_folder_is_one_line_and_exit_2(tmp_path):
+    existing = tmp_path / "a_file"
+    existing.write_text("keep")
+    result = run_gen("verilog", "--unit", "kllm_concat", "--out", str(existing), cwd=tmp_path)
+    assert result.returncode == 2 and "exists and is not a folder" in result.stderr
+    assert "Traceback" not in result.stderr and existing.read_text() == "keep"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):           # running as root: permissions do not bind
+            return
+        result = run_gen("verilog", "--unit", "kllm_concat", "--out", str(locked / "v"),
+                         cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert str(locked / "v") in result.stderr or "--out" in result.stderr
+    finally:
+        locked.chmod(0o700)

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -236,7 +237,9 @@ def test_readme_section_is_replaced_in_place_and_idempotent():
     data = {"tools": ["T"], "failures": [], "rows": [_row("u", "u", 1, 2, 3.0)]}
     section = render_readme_section(data, ["docs/results/p.png"])
     assert section.startswith(README_BEGIN) and section.rstrip().endswith(README_END)
-    assert "![p](docs/results/p.png)" in section
+    assert "![p](results/p.png)" in section           # from docs/results.md, the default
+    assert "![p](docs/results/p.png)" in render_readme_section(data, ["docs/results/p.png"],
+                                                               "README.md")
     readme = f"# t\n\nintro\n\n{README_BEGIN}\nold\n{README_END}\n\n## After\n"
     once = replace_readme_section(readme, section)
     assert once == f"# t\n\nintro\n\n{section}\n## After\n"
@@ -245,12 +248,16 @@ def test_readme_section_is_replaced_in_place_and_idempotent():
 
 
 def test_readme_results_are_generated_from_the_published_report():
-    """Every number in the README's Results section comes from `make results`."""
+    """Every number in docs/results.md's Results section comes from `make results`."""
     published = ROOT / "docs" / "results" / "report.json"
     data = json.loads(published.read_text())
-    readme = (ROOT / "README.md").read_text()
-    begin, end = readme.index(README_BEGIN), readme.index(README_END) + len(README_END)
-    assert readme[begin:end] + "\n" == render_readme_section(data, data.get("plots", []))
+    page = (ROOT / "docs" / "results.md").read_text()
+    begin, end = page.index(README_BEGIN), page.index(README_END) + len(README_END)
+    assert page[begin:end] + "\n" == render_readme_section(data, data.get("plots", []),
+                                                            "docs/results.md")
+    # Its links resolve from the page.
+    for link in re.findall(r"\]\(([^)#]+)\)", page[begin:end]):
+        assert (ROOT / "docs" / link).is_file(), link
     for plot in data.get("plots", []):
         assert (ROOT / plot).is_file(), plot
     # The published report covers every unit row of the report (baselines' labels carry the
