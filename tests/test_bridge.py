@@ -412,6 +412,30 @@ def test_host_command_line_errors(capsys):
     assert "error:" in capsys.readouterr().err       # no pyserial, or no such port
 
 
+def test_host_names_the_bad_file_before_opening_the_port(tmp_path, monkeypatch, capsys):
+    """A manifest that is not JSON, an inputs file that is not a .npz, and inputs missing a
+    payload field: one line naming the file (and field), exit 2, and the port never opened."""
+    opened = []
+    monkeypatch.setattr(host, "open_serial", lambda *args: opened.append(args))
+    manifest = tmp_path / "m.json"
+    manifest.write_text("not json")
+    assert host.main(["--port", "p", "--manifest", str(manifest)]) == 2
+    assert f"{manifest}: not a JSON manifest" in capsys.readouterr().err
+    manifest.write_text("[1, 2]")
+    assert host.main(["--port", "p", "--manifest", str(manifest)]) == 2
+    assert f"{manifest}: not a unit manifest" in capsys.readouterr().err
+    garbage = tmp_path / "in.npz"
+    garbage.write_bytes(b"garbage, not a zip file")
+    assert host.main(["--port", "p", "--unit", "kllm_concat", "--inputs", str(garbage)]) == 2
+    assert f"{garbage}: not a .npz of input fields" in capsys.readouterr().err
+    partial = tmp_path / "partial.npz"
+    np.savez(partial, **{"i.a": np.zeros((3, 16), dtype=np.int64)})     # no field b
+    assert host.main(["--port", "p", "--unit", "kllm_concat", "--inputs", str(partial)]) == 2
+    err = capsys.readouterr().err
+    assert f"{partial}: port 'i': payload field 'b' is missing" in err, err
+    assert "Traceback" not in err and opened == []
+
+
 
 
 @pytest.mark.large

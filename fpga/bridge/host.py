@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,25 @@ DEFAULT_TIMEOUT_S = 2.0
 
 def _x_range(bits, signed):
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+def pack_inputs(layout, inputs):
+    """``{stream index: packed words}`` of ``inputs`` (``{port: fields}``); ``ValueError``
+    naming the port and field for an unknown port, a missing or unknown field, or a value
+    that does not fit."""
+    unknown = set(inputs) - {s.name for s in layout.inputs}
+    if unknown:
+        raise ValueError(f"inputs for unknown ports {sorted(unknown)}; the unit's input "
+                         f"ports: {[s.name for s in layout.inputs]}")
+    words = {}
+    for stream in layout.inputs:
+        if stream.name not in inputs:
+            continue
+        try:
+            words[stream.index] = PayloadCodec(stream.description).pack_batch(inputs[stream.name])
+        except KeyError as error:
+            raise ValueError(f"port {stream.name!r}: {error.args[0]}") from None
+    return words
 
 
 def _uniform_stimulus(rng, layout, count):
@@ -200,12 +220,7 @@ def run_unit(transport: Transport, unit: str, params: dict | None = None, *,
             _uniform_stimulus(rng, layout, count)
         if order is None and getattr(golden, "order", None) is not None:
             order = golden.order(resolved, inputs)
-    unknown = set(inputs) - {s.name for s in layout.inputs}
-    if unknown:
-        raise ValueError(f"inputs for unknown ports {sorted(unknown)}; the unit's input "
-                         f"ports: {[s.name for s in layout.inputs]}")
-    words = {s.index: PayloadCodec(s.description).pack_batch(inputs[s.name])
-             for s in layout.inputs if s.name in inputs}
+    words = pack_inputs(layout, inputs)
     beats = _send_order(layout, words, order)
 
     client = BridgeClient(transport, layout)
@@ -293,7 +308,13 @@ def main(argv: list[str] | None = None) -> int:
             if arguments.config or overrides:
                 raise ValueError("--manifest gives the parameters: no --config or --set")
             with open(arguments.manifest) as file:
-                manifest = json.load(file)
+                try:
+                    manifest = json.load(file)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{arguments.manifest}: not a JSON manifest ({error})") \
+                        from None
+            if not isinstance(manifest, dict) or "unit" not in manifest:
+                raise ValueError(f"{arguments.manifest}: not a unit manifest (no 'unit')")
         else:
             manifest = unit_manifest(arguments.unit, overrides, config=arguments.config)
         if manifest["unit"] not in UNITS:
@@ -302,10 +323,21 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--count must be at least 1, not {arguments.count}")
         inputs = order = None
         if arguments.inputs:
-            with np.load(arguments.inputs, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
+            try:
+                with np.load(arguments.inputs, allow_pickle=False) as data:
+                    arrays = {key: data[key] for key in data.files}
+            except (ValueError, zipfile.BadZipFile, EOFError) as error:
+                raise ValueError(f"{arguments.inputs}: not a .npz of input fields "
+                                 f"({error})") from None
+            if not isinstance(arrays, dict):
+                raise ValueError(f"{arguments.inputs}: not a .npz of input fields")
             order = arrays.pop("order", None)
             inputs = nest_fields(arrays)
+            # Checked against the unit's layout before the port is opened.
+            try:
+                pack_inputs(BridgeLayout.from_manifest(manifest), inputs)
+            except ValueError as error:
+                raise ValueError(f"{arguments.inputs}: {error}") from None
         port = open_serial(arguments.port, arguments.baud, arguments.timeout)
     except (ValueError, TypeError, OSError, HostError) as error:
         print(f"error: {error}", file=sys.stderr)
