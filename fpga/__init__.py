@@ -15,7 +15,8 @@ The board link is the package `fpga.bridge` (protocol, gateware, board builds, h
 ``qllm bitstream`` and ``qllm host``).
 """
 
-from qllm_cores.fpga.yosys import TARGETS, SynthError, SynthResult, Target, find_yosys, synth, yosys_version
+from qllm_cores.fpga.yosys import (TARGETS, SynthError, SynthResult, Target, find_yosys, synth,
+    yosys_version)
 
 __all__ = [
     "TARGETS",

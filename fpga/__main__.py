@@ -34,15 +34,22 @@ EXIT_BAD_INPUT = 2
 
 #: Commands run by a study's own ``main(argv)``: name -> (module, one-line help).
 COMMANDS = {
-    "fmax": ("qllm_cores.fpga.fmax", "nextpnr Fmax of the generated units in the registered wrapper"),
-    "report": ("qllm_cores.fpga.report", "every unit at its paper configuration: area, Fmax, ratios"),
+    "fmax": ("qllm_cores.fpga.fmax",
+             "nextpnr Fmax of the generated units in the registered wrapper"),
+    "report": ("qllm_cores.fpga.report",
+               "every unit at its paper configuration: area, Fmax, ratios"),
     "sweep": ("qllm_cores.fpga.sweep", "area (and Fmax) against one parameter of a unit"),
     "accllm": ("qllm_cores.fpga.accllm_table", "AccLLM DSP packing against plain multipliers"),
-    "paper-area": ("qllm_cores.fpga.paper.cli", "the papers' hardware tables beside ours, standard cells"),
-    "counter-split": ("qllm_cores.fpga.kllm_counter_split", "the KLLM counter's area split by block"),
-    "stdcell": ("qllm_cores.fpga.stdcell.cli", "standard-cell area and estimated Fmax on open PDKs"),
-    "bitstream": ("qllm_cores.fpga.bridge.board", "a unit behind the UART bridge, built for a board"),
-    "host": ("qllm_cores.fpga.bridge.host", "stream beats to a unit on a board, check its golden model"),
+    "paper-area": ("qllm_cores.fpga.paper.cli",
+                   "the papers' hardware tables beside ours, standard cells"),
+    "counter-split": ("qllm_cores.fpga.kllm_counter_split",
+                      "the KLLM counter's area split by block"),
+    "stdcell": ("qllm_cores.fpga.stdcell.cli",
+                "standard-cell area and estimated Fmax on open PDKs"),
+    "bitstream": ("qllm_cores.fpga.bridge.board",
+                  "a unit behind the UART bridge, built for a board"),
+    "host": ("qllm_cores.fpga.bridge.host",
+             "stream beats to a unit on a board, check its golden model"),
 }
 
 

@@ -60,7 +60,8 @@ from qllm_cores.fpga.jobs import Failure, run_jobs
 from qllm_cores.fpga.nextpnr import (FmaxError, FmaxTimeout, capacity_shortfall, nextpnr_report,
                           over_capacity)
 from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
-from qllm_cores.fpga.wrapper import WRAPPER_TOP, check_ports_against_verilog, unit_ports, wrapper_verilog
+from qllm_cores.fpga.wrapper import (WRAPPER_TOP, check_ports_against_verilog, unit_ports,
+    wrapper_verilog)
 from qllm_cores.fpga.yosys import SynthError, find_yosys, yosys_version
 
 __all__ = ["FMAX_TARGETS", "FmaxError", "FmaxResult", "FmaxTimeout", "FmaxTarget", "SEEDS",
@@ -473,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=Path("build"),
                         help="build directory (default: build)")
     arguments = parser.parse_args(argv)
-    from qllm_cores.fpga.fmax_report import fmax_csv, fmax_markdown, fmax_table  # it imports this module
+    # (Imported here: fmax_report imports this module.)
+    from qllm_cores.fpga.fmax_report import fmax_csv, fmax_markdown, fmax_table
     build_dir: Path = arguments.build_dir
     targets = [t for t in FMAX_TARGETS if t in (arguments.target or DEFAULT_TARGETS)]
     try:

@@ -41,8 +41,8 @@ from qllm_cores.fpga.area import Unit, area_job, find_units, format_params, posi
 from qllm_cores.fpga.fmax import fmax_job, tool_versions
 from qllm_cores.fpga.jobs import Failure, JobSetupError, run_jobs
 from qllm_cores.fpga.nextpnr import FmaxError
-from qllm_cores.fpga.report_render import (AREA_TARGETS, FMAX_COLUMNS, STDCELL_TARGETS, publish, render_csv,
-                                 render_markdown)
+from qllm_cores.fpga.report_render import (AREA_TARGETS, FMAX_COLUMNS, STDCELL_TARGETS, publish,
+    render_csv, render_markdown)
 from qllm_cores.fpga.stdcell import LibraryError, find_liberty, stdcell_job
 from qllm_cores.gen.registry import UNITS, resolve_params
 from qllm_cores.gen.verilog import generate

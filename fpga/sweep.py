@@ -48,8 +48,8 @@ from typing import Sequence
 
 from qllm_cores.fpga.area import area_job, find_units, positive_int_argument, write_reports
 from qllm_cores.fpga.fmax import FMAX_TARGETS, FmaxError, fmax_job, tool_versions
-from qllm_cores.fpga.jobs import (DASK_INSTALL_HINT, Failure, JobSetupError, LocalExecutor, Progress, call,
-                       make_executor, result_of)
+from qllm_cores.fpga.jobs import (DASK_INSTALL_HINT, Failure, JobSetupError, LocalExecutor,
+    Progress, call, make_executor, result_of)
 from qllm_cores.fpga.sweep_report import plot_sweep, sweep_csv, sweep_markdown, sweep_table
 from qllm_cores.fpga.yosys import TARGETS, SynthError, yosys_version
 from qllm_cores.gen.registry import UNITS, parse_assignment, resolve_params

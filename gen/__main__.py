@@ -53,15 +53,7 @@ def main(argv=None):
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {args.out}: exists and is not a folder")
-    except (ValueError, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    try:
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f"error: --out {args.out}: {error.strerror or error}", file=sys.stderr)
-        return 2
-    try:
         for unit in units:
             path = generate(unit, overrides, args.out, config=args.config, prefix=args.prefix)
             print(f"wrote {path}")

@@ -29,8 +29,8 @@ Where the paper numbers come from, and how ours are computed:
    with ``k = kllm.outliers_per_side(N, 0.01)``; and N = 16, k = 2, the RTL's ``kllm-16``
    configuration, also run with k - 1 pops on the same vector: the golden model maintains
    each tree after every pop, the last one included, which no output needs (the RTL's own
-   comparator count is ``qllm paper-area``'s, from the elaborated design). Baselines (no paper number): k passes of a
-   linear max scan plus k of a min scan over the remaining elements, and one full sort
+   comparator count is ``qllm paper-area``'s, from the elaborated design). Baselines (no
+   paper number): k passes of a linear max scan plus k of a min scan over the remaining elements, and one full sort
    (Python's Timsort); both count the comparisons a counting key object actually receives.
 2. **Oaken (sections 4.4, 4.5, 6.2, Tables 2 and 3).** Bits per outlier entry (8, against the
    23 of mixed precision) and the effective bitwidth (4.8 at outer / middle / inner = 4 / 90 / 6

@@ -16,8 +16,8 @@ from qllm_cores.verif.payload import PayloadCodec
 
 
 def run_gen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "qllm_cores.gen", *args], cwd=cwd, capture_output=True,
-                          text=True)
+    return subprocess.run([sys.executable, "-m", "qllm_cores.gen", *args], cwd=cwd,
+                          capture_output=True, text=True)
 
 
 def test_every_unit_builds_with_defaults_and_every_config():

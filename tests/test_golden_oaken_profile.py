@@ -484,7 +484,8 @@ def test_report_rejects_bad_arguments(argv, match, capsys):
 
 
 def test_report_runs_as_a_module():
-    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.oaken_report", *SMALL, "--seed", "3"],
+    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.oaken_report", *SMALL,
+                          "--seed", "3"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("Oaken (integer path)") == 2

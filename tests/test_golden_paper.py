@@ -113,8 +113,8 @@ def test_out_dir_that_is_a_file_exits_2(tmp_path, capsys):
 
 
 def test_module_entry_point_rejects_bad_option():
-    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.paper", "--tokens", "x"], cwd=ROOT,
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.paper", "--tokens", "x"],
+                         cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--tokens" in res.stderr
 
 

@@ -10,8 +10,8 @@ activations full of ties and signed zeros, where only a shared tie rule keeps th
 import numpy as np
 import pytest
 
-from qllm_cores.golden.kllm import (concat_indices, index_distributions, kmeans_codebook, kmeans_quantize,
-                         outliers_per_side, product_codebook, split_outliers)
+from qllm_cores.golden.kllm import (concat_indices, index_distributions, kmeans_codebook,
+    kmeans_quantize, outliers_per_side, product_codebook, split_outliers)
 from qllm_cores.verif.runner import replay
 
 A_BITS = B_BITS = 4

@@ -10,7 +10,8 @@ from amaranth.sim import Simulator
 from qllm_cores.gen.verilog import convert
 from qllm_cores.golden.orizuru import orizuru_beats, total_order_key
 from qllm_cores.hdl.fp16 import Fp16TotalOrderCompare
-from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan, cycles_per_vector
+from qllm_cores.hdl.orizuru import (DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan,
+    cycles_per_vector)
 from qllm_cores.hdl.orizuru_units import settle_cycles, unit_levels
 from qllm_cores.verif.orizuru_sim import simulate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench

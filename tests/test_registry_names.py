@@ -53,7 +53,8 @@ def _case_id(case):
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_golden_names_a_beat_model(unit):
     spec = UNITS[unit]
-    assert spec.golden is not None and spec.golden.startswith("qllm_cores.golden.beats:"), spec.golden
+    assert spec.golden is not None, unit
+    assert spec.golden.startswith("qllm_cores.golden.beats:"), spec.golden
     model = load_object(spec.golden)
     assert isinstance(model, BeatModel)
     assert model is golden_model(unit)

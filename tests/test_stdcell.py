@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from qllm_cores.fpga.area import find_units
-from qllm_cores.fpga.stdcell import LIBRARIES, LibraryError, find_liberty, library_facts, stdcell_synth
+from qllm_cores.fpga.stdcell import (LIBRARIES, LibraryError, find_liberty, library_facts,
+    stdcell_synth)
 from qllm_cores.fpga.stdcell.cli import main as stdcell_main
 from qllm_cores.gen.verilog import generate
 

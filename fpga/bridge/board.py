@@ -34,7 +34,8 @@ from pathlib import Path
 from amaranth.hdl import Elaboratable, Module
 
 from qllm_cores.fpga.bridge.gateware import UartBridge, layout_of
-from qllm_cores.fpga.bridge.protocol import DEFAULT_BAUD, DEFAULT_FIFO_DEPTH, bridge_identity, divisor_for
+from qllm_cores.fpga.bridge.protocol import (DEFAULT_BAUD, DEFAULT_FIFO_DEPTH, bridge_identity,
+    divisor_for)
 from qllm_cores.fpga.nextpnr import FmaxError, nextpnr_report, over_capacity_text
 from qllm_cores.fpga.tools import find_tool
 from qllm_cores.gen.registry import UNITS, parse_assignment, resolve_params

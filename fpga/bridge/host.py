@@ -45,7 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qllm_cores.fpga.bridge.protocol import BridgeClient, BridgeLayout, HostError, Transport, bridge_identity
+from qllm_cores.fpga.bridge.protocol import (BridgeClient, BridgeLayout, HostError, Transport,
+    bridge_identity)
 from qllm_cores.gen.registry import UNITS, parse_assignment
 from qllm_cores.gen.verilog import unit_manifest
 from qllm_cores.verif.bench import golden_model
