@@ -4,7 +4,9 @@
 """Registry of units: name -> component factory, default parameters, paper configurations."""
 
 import importlib
+import inspect
 from dataclasses import dataclass, field
+from functools import cached_property
 
 __all__ = ["ReportConfig", "UnitSpec", "UNITS", "load_object", "resolve_params",
            "parse_assignment"]
@@ -71,8 +73,6 @@ class UnitSpec:
     factory : str
         ``"module:Class"`` of the :class:`amaranth.lib.wiring.Component`, imported lazily so
         that listing units does not elaborate anything.
-    defaults : dict
-        Every constructor parameter with its default (SPEC values).
     configs : dict
         Named configurations from the papers: name -> parameter overrides.
     testbench : str
@@ -104,7 +104,6 @@ class UnitSpec:
 
     name: str
     factory: str
-    defaults: dict
     configs: dict = field(default_factory=dict)
     testbench: str | None = None
     golden: str | None = None
@@ -116,6 +115,22 @@ class UnitSpec:
     ops_per_cycle: int | None = None
     result: str = "beat"
     rate: object = None
+
+    @cached_property
+    def defaults(self):
+        """Every constructor parameter with its default, read from the factory's signature
+        (keyword-only parameters, in order); ``None`` where the unit chooses (``orizuru``'s
+        ``structure``, the counter's ``weight_bits`` outside mode ``ik``)."""
+        signature = inspect.signature(load_object(self.factory))
+        return {name: parameter.default for name, parameter in signature.parameters.items()
+                if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def resolved(self, component):
+        """The parameters ``component`` was built with, as it resolved them (a ``None``
+        default replaced by what the unit chose; parameters that do not apply, i.e. still
+        ``None``, left out): what the manifest records."""
+        return {name: getattr(component, name) for name in self.defaults
+                if getattr(component, name, None) is not None}
 
     def results_per_cycle(self, params):
         """Results per cycle at full rate for resolved ``params`` (None if not declared)."""
@@ -149,7 +164,6 @@ UNITS = {
         UnitSpec(
             name="kllm_concat",
             factory="qllm_cores.hdl.kllm_concat:KllmConcat",
-            defaults={"a_bits": 4, "b_bits": 4, "lanes": 16, "pipeline": 0},
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
                 "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
@@ -172,8 +186,6 @@ UNITS = {
         UnitSpec(
             name="kllm_idx_counter",
             factory="qllm_cores.hdl.kllm_idx_counter:KllmIdxCounter",
-            defaults={"n_inputs": 16, "idx_bits": 8, "mode": "kk", "weight_bits": None,
-                      "max_len": 4096, "banks": 2, "pipeline": 3},
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
@@ -200,8 +212,6 @@ UNITS = {
         UnitSpec(
             name="kllm_column",
             factory="qllm_cores.hdl.kllm_column:KllmColumn",
-            defaults={"a_bits": 4, "b_bits": 4, "n_inputs": 16, "mode": "kk",
-                      "weight_bits": None, "max_len": 4096, "banks": 2, "pipeline": 6},
             configs={
                 # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
                 # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).
@@ -231,9 +241,6 @@ UNITS = {
         UnitSpec(
             name="orizuru",
             factory="qllm_cores.hdl.orizuru:Orizuru",
-            # structure None: "tree" up to n = 1024, "units" (16-input units) above; pipeline
-            # None: the structure's own timing-closing depth (tree 2, unrolled 3, units 2).
-            defaults={"n": 16, "k": 2, "width": 16, "structure": None, "pipeline": None},
             configs={
                 # KLLM Table I: 16-input Orizuru units; the 0.5 % largest and smallest of a
                 # 4096-wide token (20 per side) from 273 of them (16^2 + 16 + 1).
@@ -256,7 +263,6 @@ UNITS = {
         UnitSpec(
             name="orizuru_scan",
             factory="qllm_cores.hdl.orizuru:OrizuruScan",
-            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3},
             testbench="qllm_cores.verif.tb_orizuru",
             golden="qllm_cores.golden.beats:orizuru",
             doc="docs/units/orizuru.md",
@@ -267,7 +273,6 @@ UNITS = {
         UnitSpec(
             name="orizuru_sortnet",
             factory="qllm_cores.hdl.orizuru_sortnet:OrizuruSortnet",
-            defaults={"n": 16, "k": 2, "width": 16, "pipeline": 3, "block_lanes": 64},
             configs={
                 # Orizuru's paper configuration (KLLM Table I), for the report row beside it.
                 "kllm-16": {"n": 16, "k": 2},
@@ -287,7 +292,6 @@ UNITS = {
         UnitSpec(
             name="oaken_decomposer",
             factory="qllm_cores.hdl.oaken_decomposer:OakenDecomposer",
-            defaults={"lanes": 16, "data_bits": 16, "pipeline": 1},
             configs={
                 # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
                 "oaken-16": {"lanes": 16, "data_bits": 16},
@@ -305,8 +309,6 @@ UNITS = {
         UnitSpec(
             name="oaken_dequantizer",
             factory="qllm_cores.hdl.oaken_dequantizer:OakenDequantizer",
-            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
-                      "pipeline": 7},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
@@ -323,8 +325,6 @@ UNITS = {
         UnitSpec(
             name="oaken_quantizer",
             factory="qllm_cores.hdl.oaken_quantizer:OakenQuantizer",
-            defaults={"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8,
-                      "pipeline": 12},
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
@@ -339,7 +339,6 @@ UNITS = {
         UnitSpec(
             name="p3_pe",
             factory="qllm_cores.hdl.p3_pe:P3Pe",
-            defaults={"pipeline": 3},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): one PE of the PCU, a 4-way dot product.
                 "p3-pcu-pe": {},
@@ -357,7 +356,6 @@ UNITS = {
         UnitSpec(
             name="p3_pcu",
             factory="qllm_cores.hdl.p3_pcu:P3Pcu",
-            defaults={"pes": 16, "reuse": 1, "pipeline": 8},
             configs={
                 # P3-LLM section V-C / Fig. 6(c): 16 PEs, a 1 x 4 x 16 tile per column read.
                 "p3-pcu": {"pes": 16, "reuse": 1},
@@ -377,7 +375,6 @@ UNITS = {
         UnitSpec(
             name="fp16_mac",
             factory="qllm_cores.hdl.fp16_mac:Fp16Mac",
-            defaults={"pipeline": 2, "acc": "fp32"},
             configs={
                 # SPEC 5's second reading (the papers do not say which accumulator their
                 # "FP16 MAC" has): binary16 accumulator, product rounded to binary16.
@@ -399,7 +396,6 @@ UNITS = {
         UnitSpec(
             name="fp16_pcu",
             factory="qllm_cores.hdl.fp16_pcu:Fp16Pcu",
-            defaults={"lanes": 16, "pipeline": 2},
             testbench="qllm_cores.verif.tb_fp16_pcu",
             golden="qllm_cores.golden.beats:fp16_pcu",
             doc="docs/units/fp16_pcu.md",
@@ -414,8 +410,6 @@ UNITS = {
         UnitSpec(
             name="accllm_dsp_mul",
             factory="qllm_cores.hdl.accllm_dsp_mul:AccllmDspMul",
-            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
-                      "target": "generic", "acc_depth": 1, "pipeline": 3},
             configs={
                 # AccLLM section V-B3, Fig. 10(d): one DSP48E2 per two precision-scalable
                 # multipliers. (1) A8 x LoRA W8; (2) Q x K / S x V, 8 x 4 bits; (3) A8 x W2 after
@@ -447,8 +441,6 @@ UNITS = {
         UnitSpec(
             name="accllm_plain_mul",
             factory="qllm_cores.hdl.accllm_dsp_mul:AccllmPlainMul",
-            defaults={"mode": "w4", "x_signed": True, "x_bits": 8, "cross_products": False,
-                      "target": "generic", "pipeline": 3},
             testbench="qllm_cores.verif.tb_accllm_dsp_mul",
             golden="qllm_cores.golden.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
@@ -460,7 +452,6 @@ UNITS = {
         UnitSpec(
             name="accllm_sparse_selector",
             factory="qllm_cores.hdl.accllm_sparse_selector:AccllmSparseSelector",
-            defaults={"groups": 1, "rows": 1, "x_bits": 8, "x_signed": True, "pipeline": 0},
             configs={
                 # AccLLM section VI-A2: RCE (R x M) x T = (32 x 16) x 16, A8 activations. In 2:4
                 # mode a PE block's R = 32 multipliers take 32 selected inputs per cycle, 2 per
@@ -480,8 +471,6 @@ UNITS = {
         UnitSpec(
             name="accllm_pe",
             factory="qllm_cores.hdl.accllm_pe:AccllmPe",
-            defaults={"x_bits": 8, "x_signed": True, "target": "generic", "acc_bits": 32,
-                      "pipeline": 3},
             configs={
                 # AccLLM section V-B, Fig. 10: two precision-scalable multipliers of adjacent
                 # PE blocks on one DSP48E2 (mode w8 / w4 / w2 per beat), each with its partial

@@ -315,5 +315,5 @@ class OrizuruScan(Orizuru):
     the same depth.
     """
 
-    def __init__(self, *, n=16, k=2, width=16, pipeline=None):
+    def __init__(self, *, n=16, k=2, width=16, pipeline=DEFAULT_PIPELINES["scan"]):
         super().__init__(n=n, k=k, width=width, structure="scan", pipeline=pipeline)

@@ -298,3 +298,47 @@ def test_an_unusable_out_folder_is_one_line_and_exit_2(tmp_path):
         assert str(locked / "v") in result.stderr or "--out" in result.stderr
     finally:
         locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("unit,params", [
+    ("orizuru", {"n": 8}),                                        # structure, pipeline: None
+    ("kllm_idx_counter", {"n_inputs": 2, "idx_bits": 3, "max_len": 16}),   # weight_bits: kk
+    ("kllm_idx_counter", {"n_inputs": 2, "idx_bits": 3, "mode": "ik", "max_len": 16}),
+])
+def test_the_manifest_holds_the_parameters_as_resolved(unit, params, tmp_path):
+    """No ``None`` in a manifest's parameters; rebuilt from them, the unit's Verilog is the
+    same file; the file's header states the package version and the same parameters."""
+    from qllm_cores import __version__
+
+    first = generate(unit, params, tmp_path / "a")
+    manifest = json.loads(first.with_suffix(".json").read_text())
+    assert None not in manifest["params"].values()
+    assert set(manifest["params"]) <= set(UNITS[unit].defaults)
+    again = generate(unit, manifest["params"], tmp_path / "b")
+    assert again.read_text() == first.read_text()
+    head = first.read_text().splitlines()[:3]
+    assert __version__ in head[0] and unit in head[0]
+    assert head[1] == "// Parameters: " + " ".join(f"{key}={value}" for key, value
+                                                     in manifest["params"].items())
+    assert f"Latency (cycles): {manifest['latency']};" in head[2]
+    if unit == "orizuru":
+        assert manifest["params"]["structure"] == "tree" and manifest["params"]["pipeline"] == 2
+    elif params.get("mode") == "ik":
+        assert manifest["params"]["weight_bits"] == 4
+    else:
+        assert "weight_bits" not in manifest["params"]
+
+
+def test_registry_defaults_are_the_constructors():
+    """Every keyword of a unit's constructor is a registry parameter with its default, so
+    ``--set`` takes all of them (the counter's ``overflow`` was once missing)."""
+    import inspect
+
+    from qllm_cores.gen.registry import load_object
+
+    for spec in UNITS.values():
+        signature = inspect.signature(load_object(spec.factory))
+        assert spec.defaults == {name: p.default for name, p in signature.parameters.items()
+                                 if p.kind is p.KEYWORD_ONLY}, spec.name
+    _, params = resolve_params("kllm_idx_counter", None, {"overflow": True})
+    assert params["overflow"] is True

@@ -67,9 +67,10 @@ def unit_bridge(unit, config=None, overrides=None, *, divisor, rx_fifo_depth=Non
     """
     spec, params = resolve_params(unit, config, overrides)
     component = spec.build(params)
-    identity = bridge_identity(layout_of(component), unit, params)
+    described = manifest(spec, component, config)
+    identity = bridge_identity(layout_of(component), unit, described["params"])
     bridge = UartBridge(component, divisor, rx_fifo_depth=rx_fifo_depth, identity=identity)
-    return bridge, manifest(spec, params, component, config)
+    return bridge, described
 
 
 # --------------------------------------------------------------------------- boards
