@@ -7,9 +7,9 @@ Usage::
 
     qllm accllm [--jobs N] [--build-dir DIR] [--row ID ...]
 
-Every row is one variant of :class:`hdl.accllm_dsp_mul.AccllmDspMul` (``x_bits = 8``, signed
+Every row is one variant of :class:`hdl.accllm.dsp_mul.dsp_mul.AccllmDspMul` (``x_bits = 8``, signed
 activations) synthesized by Yosys for one FPGA family, next to its baseline
-:class:`hdl.accllm_dsp_mul.AccllmPlainMul` (the same products from separate ``x * w``
+:class:`hdl.accllm.dsp_mul.dsp_mul.AccllmPlainMul` (the same products from separate ``x * w``
 multipliers, left to the synthesizer):
 
 * ``xilinx`` (UltraScale+): the packed design with its instantiated DSP48E2
@@ -24,7 +24,7 @@ multipliers, left to the synthesizer):
 Modes ``w8``, ``w4`` and ``w2`` (the two wanted products X1 W1 and X2 W2), and ``w2`` with
 ``cross_products=True`` (all four products). Columns: cells of the mapped netlist (DSP, LUT,
 CARRY, FF; see :data:`fpga.yosys.TARGETS`), products per beat and per DSP, the accumulation
-limit of the packed rows (:func:`hdl.accllm_dsp_mul.accumulation_limit`) and the latency in
+limit of the packed rows (:func:`hdl.accllm.dsp_mul.dsp_mul.accumulation_limit`) and the latency in
 cycles. Every row is built at the default ``pipeline`` (the timing-closed depth: the DSP48E2's
 full pipeline; the SB_MAC16 / MULT18X18D registers in use); the plain multipliers are built for
 the row's family (``AccllmPlainMul(target=...)``).
@@ -53,7 +53,7 @@ from qllm_cores.fpga.area import positive_int_argument, remove_reports, write_re
 from qllm_cores.fpga.jobs import Failure, run_jobs
 from qllm_cores.fpga.yosys import SynthError, SynthResult, synth, yosys_version
 from qllm_cores.gen import generate
-from qllm_cores.hdl.accllm_dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
+from qllm_cores.hdl.accllm.dsp_mul.dsp_mul import FABRIC_MULTIPLIERS, AccllmDspMul, AccllmPlainMul
 
 __all__ = [
     "COLUMNS",
@@ -162,7 +162,7 @@ class Row:
 
 
 def short_reason(message: str) -> str:
-    """Shorten a not-packable ``ValueError`` message of :func:`hdl.accllm_dsp_mul.packing`.
+    """Shorten a not-packable ``ValueError`` message of :func:`hdl.accllm.dsp_mul.dsp_mul.packing`.
 
     Drops the leading ``"mode ... does not pack on target ...: "`` (the row says that) and a
     trailing parenthesis (advice such as ``"(use target 'generic' or 'xilinx')"``). A message

@@ -296,7 +296,7 @@ def _target_spec(target: str) -> Target:
 
 def _has_shared_modules(verilog: Path) -> bool:
     """The generator's manifest beside ``verilog`` lists shared modules (instantiated by
-    name many times: ``hdl.shared_modules``)."""
+    name many times: ``hdl.common.shared_modules``)."""
     manifest = verilog.with_suffix(".json")
     if not manifest.is_file():
         return False

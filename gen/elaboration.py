@@ -79,7 +79,7 @@ CASES = {
         {"n": 1024, "k": 64, "pipeline": 0},
         # Larger k up to a full sort (k = n). k = 307: the largest root merge built pruned
         # (one module of 3,062 comparators; above, the full merge, in halves: see
-        # hdl.orizuru_sortnet.full_merge_outputs), the slowest k.
+        # hdl.kllm.orizuru.sortnet.full_merge_outputs), the slowest k.
         {"n": 1024, "k": 307},
         {"n": 1024, "k": 511},
         {"n": 1024, "k": 1024},

@@ -149,8 +149,8 @@ def _accllm_products(params):
 
 
 def _orizuru_cycles(params):
-    """Cycles per vector of ``orizuru`` back to back (see :func:`hdl.orizuru.cycles_per_vector`)."""
-    from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector, resolve_structure
+    """Cycles per vector of ``orizuru`` back to back (see :func:`hdl.kllm.orizuru.orizuru.cycles_per_vector`)."""
+    from qllm_cores.hdl.kllm.orizuru.orizuru import DEFAULT_PIPELINES, cycles_per_vector, resolve_structure
     structure = resolve_structure(params["n"], params.get("structure"))
     pipeline = params["pipeline"]
     if pipeline is None:
@@ -163,7 +163,7 @@ UNITS = {
     for spec in [
         UnitSpec(
             name="kllm_concat",
-            factory="qllm_cores.hdl.kllm_concat:KllmConcat",
+            factory="qllm_cores.hdl.kllm.concat:KllmConcat",
             configs={
                 # KLLM Table I: a PE lane holds 4096 Concat units; KLLM-A4 is W4A4, KLLM-A3 W4A3.
                 "kllm-a4-lane": {"a_bits": 4, "b_bits": 4, "lanes": 4096},
@@ -185,7 +185,7 @@ UNITS = {
         ),
         UnitSpec(
             name="kllm_idx_counter",
-            factory="qllm_cores.hdl.kllm_idx_counter:KllmIdxCounter",
+            factory="qllm_cores.hdl.kllm.idx_counter.idx_counter:KllmIdxCounter",
             configs={
                 # KLLM section IV-B / Table I: 16-input counters over W4A4 concatenated indices.
                 "kllm-a4": {"n_inputs": 16, "idx_bits": 8, "mode": "kk", "max_len": 4096},
@@ -211,7 +211,7 @@ UNITS = {
         ),
         UnitSpec(
             name="kllm_column",
-            factory="qllm_cores.hdl.kllm_column:KllmColumn",
+            factory="qllm_cores.hdl.kllm.column:KllmColumn",
             configs={
                 # KLLM section III-B, Fig. 3(a) / Table I: one output element of a W4A4
                 # K-Means x K-Means MatMul (Concat, 16-input counter, weighted sum).
@@ -240,7 +240,7 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru",
-            factory="qllm_cores.hdl.orizuru:Orizuru",
+            factory="qllm_cores.hdl.kllm.orizuru.orizuru:Orizuru",
             configs={
                 # KLLM Table I: 16-input Orizuru units; the 0.5 % largest and smallest of a
                 # 4096-wide token (20 per side) from 273 of them (16^2 + 16 + 1).
@@ -262,7 +262,7 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru_scan",
-            factory="qllm_cores.hdl.orizuru:OrizuruScan",
+            factory="qllm_cores.hdl.kllm.orizuru.orizuru:OrizuruScan",
             testbench="qllm_cores.verif.tb_orizuru",
             golden="qllm_cores.golden.beats:orizuru",
             doc="docs/units/orizuru.md",
@@ -272,7 +272,7 @@ UNITS = {
         ),
         UnitSpec(
             name="orizuru_sortnet",
-            factory="qllm_cores.hdl.orizuru_sortnet:OrizuruSortnet",
+            factory="qllm_cores.hdl.kllm.orizuru.sortnet:OrizuruSortnet",
             configs={
                 # Orizuru's paper configuration (KLLM Table I), for the report row beside it.
                 "kllm-16": {"n": 16, "k": 2},
@@ -291,7 +291,7 @@ UNITS = {
         ),
         UnitSpec(
             name="oaken_decomposer",
-            factory="qllm_cores.hdl.oaken_decomposer:OakenDecomposer",
+            factory="qllm_cores.hdl.oaken.decomposer:OakenDecomposer",
             configs={
                 # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
                 "oaken-16": {"lanes": 16, "data_bits": 16},
@@ -308,7 +308,7 @@ UNITS = {
         ),
         UnitSpec(
             name="oaken_dequantizer",
-            factory="qllm_cores.hdl.oaken_dequantizer:OakenDequantizer",
+            factory="qllm_cores.hdl.oaken.dequantizer.dequantizer:OakenDequantizer",
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
@@ -324,7 +324,7 @@ UNITS = {
         ),
         UnitSpec(
             name="oaken_quantizer",
-            factory="qllm_cores.hdl.oaken_quantizer:OakenQuantizer",
+            factory="qllm_cores.hdl.oaken.quantizer.quantizer:OakenQuantizer",
             configs={
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
@@ -338,7 +338,7 @@ UNITS = {
         ),
         UnitSpec(
             name="p3_pe",
-            factory="qllm_cores.hdl.p3_pe:P3Pe",
+            factory="qllm_cores.hdl.p3.pe:P3Pe",
             configs={
                 # P3-LLM section V-C / Fig. 6(c): one PE of the PCU, a 4-way dot product.
                 "p3-pcu-pe": {},
@@ -355,7 +355,7 @@ UNITS = {
         ),
         UnitSpec(
             name="p3_pcu",
-            factory="qllm_cores.hdl.p3_pcu:P3Pcu",
+            factory="qllm_cores.hdl.p3.pcu:P3Pcu",
             configs={
                 # P3-LLM section V-C / Fig. 6(c): 16 PEs, a 1 x 4 x 16 tile per column read.
                 "p3-pcu": {"pes": 16, "reuse": 1},
@@ -374,7 +374,7 @@ UNITS = {
         ),
         UnitSpec(
             name="fp16_mac",
-            factory="qllm_cores.hdl.fp16_mac:Fp16Mac",
+            factory="qllm_cores.hdl.baselines.fp16_mac.fp16_mac:Fp16Mac",
             configs={
                 # SPEC 5's second reading (the papers do not say which accumulator their
                 # "FP16 MAC" has): binary16 accumulator, product rounded to binary16.
@@ -395,7 +395,7 @@ UNITS = {
         ),
         UnitSpec(
             name="fp16_pcu",
-            factory="qllm_cores.hdl.fp16_pcu:Fp16Pcu",
+            factory="qllm_cores.hdl.baselines.fp16_pcu:Fp16Pcu",
             testbench="qllm_cores.verif.tb_fp16_pcu",
             golden="qllm_cores.golden.beats:fp16_pcu",
             doc="docs/units/fp16_pcu.md",
@@ -409,7 +409,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_dsp_mul",
-            factory="qllm_cores.hdl.accllm_dsp_mul:AccllmDspMul",
+            factory="qllm_cores.hdl.accllm.dsp_mul.dsp_mul:AccllmDspMul",
             configs={
                 # AccLLM section V-B3, Fig. 10(d): one DSP48E2 per two precision-scalable
                 # multipliers. (1) A8 x LoRA W8; (2) Q x K / S x V, 8 x 4 bits; (3) A8 x W2 after
@@ -440,7 +440,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_plain_mul",
-            factory="qllm_cores.hdl.accllm_dsp_mul:AccllmPlainMul",
+            factory="qllm_cores.hdl.accllm.dsp_mul.dsp_mul:AccllmPlainMul",
             testbench="qllm_cores.verif.tb_accllm_dsp_mul",
             golden="qllm_cores.golden.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
@@ -451,7 +451,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_sparse_selector",
-            factory="qllm_cores.hdl.accllm_sparse_selector:AccllmSparseSelector",
+            factory="qllm_cores.hdl.accllm.sparse_selector:AccllmSparseSelector",
             configs={
                 # AccLLM section VI-A2: RCE (R x M) x T = (32 x 16) x 16, A8 activations. In 2:4
                 # mode a PE block's R = 32 multipliers take 32 selected inputs per cycle, 2 per
@@ -470,7 +470,7 @@ UNITS = {
         ),
         UnitSpec(
             name="accllm_pe",
-            factory="qllm_cores.hdl.accllm_pe:AccllmPe",
+            factory="qllm_cores.hdl.accllm.pe.pe:AccllmPe",
             configs={
                 # AccLLM section V-B, Fig. 10: two precision-scalable multipliers of adjacent
                 # PE blocks on one DSP48E2 (mode w8 / w4 / w2 per beat), each with its partial

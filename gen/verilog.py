@@ -99,7 +99,7 @@ def check_prefix(prefix):
 
 def convert(component, name, prefix=""):
     """Verilog text of ``component`` as module ``prefix + name`` (``emit_src=False``),
-    followed by the modules of its shared units (:class:`hdl.shared_modules.SharedModules`,
+    followed by the modules of its shared units (:class:`hdl.common.shared_modules.SharedModules`,
     a component's ``shared_modules``), each converted once however many times it is
     instantiated, in name order, its name prefixed too; a shared unit may instantiate others
     (their modules are converted in turn)."""
@@ -193,7 +193,7 @@ def manifest(spec, component, config=None):
         # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
         # and the area targets it can be synthesized for (None: all).
         "primitives": list(getattr(component, "primitives", ())),
-        # Modules emitted once and instantiated many times (hdl.shared_modules): simulators
+        # Modules emitted once and instantiated many times (hdl.common.shared_modules): simulators
         # keep them as modules instead of inlining every instance.
         "shared_modules": sorted(shared.modules) if shared is not None else [],
         "synth_targets": _optional_list(getattr(component, "synth_targets", None)),

@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int, check_int_array as _int_array
+from .checks import check_int as _check_int, check_int_array as _int_array
 
 __all__ = [
     "W2Quant", "ActQuant", "KV4Quant", "SparseSelection", "W8Products", "W2Products",

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int
+from .checks import check_int as _check_int
 
 __all__ = [
     # Concat (SPEC section 1)
@@ -1063,7 +1063,7 @@ def kllm_rmsnorm_matmul(a, ca, b_idx, cb, b_scale, fraction=0.01, eps=0.0):
 # --- kllm_column: the index-based MatMul column (SPEC section 7): bit-exact ------------------
 #
 # Concat -> Index Distribution Counter -> weighted sum of the codebook, as one unit: the RTL of
-# ``hdl/kllm_column.py`` is checked against these functions (through the beat adapter
+# ``hdl/kllm/column.py`` is checked against these functions (through the beat adapter
 # ``golden.beats.kllm_column``). The arithmetic is NumPy float32 in the SPEC's order.
 
 __all__ += [

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int, check_int_array as _check_int_array
+from .checks import check_int as _check_int, check_int_array as _check_int_array
 
 __all__ = [
     "MIDDLE", "INNER", "OUTER", "MAX_VEC_LEN", "OakenMeta", "OakenChunk",

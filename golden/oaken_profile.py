@@ -72,8 +72,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int
-from ._checks import check_int_array as _check_int_array
+from .checks import check_int as _check_int
+from .checks import check_int_array as _check_int_array
 from .oaken import MIDDLE, INNER, OUTER, MAX_VEC_LEN, decompose, quantize_vector, \
     dequantize_vector, quantize_dequantize_float, unpack_coo
 

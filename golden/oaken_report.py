@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from . import oaken_profile as op
-from ._checks import non_negative_int_arg, positive_int_arg, report_main
+from .checks import non_negative_int_arg, positive_int_arg, report_main
 
 KINDS = ("key", "value")
 

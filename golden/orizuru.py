@@ -56,11 +56,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import check_int as _check_int
+from .checks import check_int as _check_int
 
 __all__ = [
     "OrizuruResult", "orizuru", "orizuru_beats", "total_order_key", "comparison_count",
-    "pack_mask", "unpack_mask", "MIN_N", "MAX_N", "MAX_BEAT_LANES", "beat_lanes",
+    "pack_mask", "unpack_mask", "MIN_N", "MAX_N", "MAX_BEAT_LANES", "beat_lanes", "run_trees",
 ]
 
 MIN_N = 2
@@ -301,7 +301,7 @@ class _Tree:
         return lane
 
 
-def _run(x, k):
+def run_trees(x, k):
     """Run Orizuru on the rows of ``x`` (vectors, n): (max lanes, min lanes, mask, comparisons)
     with lanes of shape (vectors, k)."""
     keys = total_order_key(x)
@@ -353,7 +353,7 @@ def orizuru(x, k):
         raise ValueError(f"x must be 1-D (n,), not of shape {x.shape}")
     n = _check_n(x.shape[0], "the length n of x")
     k = _check_int("k", k, 1, _max_k(n))
-    max_lanes, min_lanes, mask, comparisons = _run(x[None, :], k)
+    max_lanes, min_lanes, mask, comparisons = run_trees(x[None, :], k)
     return OrizuruResult(
         max_index=max_lanes[0], max_value=x[max_lanes[0]],
         min_index=min_lanes[0], min_value=x[min_lanes[0]],
@@ -395,7 +395,7 @@ def orizuru_beats(xs, k):
     n = _check_n(xs.shape[1], "the row length n of xs")
     k = _check_int("k", k, 1, _max_k(n))
     vectors = xs.shape[0]
-    max_lanes, min_lanes, mask, _ = _run(xs, k)
+    max_lanes, min_lanes, mask, _ = run_trees(xs, k)
     rows = np.arange(vectors)[:, None]
     last = np.zeros((vectors, k), dtype=np.int64)
     last[:, -1] = 1

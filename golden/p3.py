@@ -77,7 +77,7 @@ ValueError (wrong value) naming the parameter. This module never imports ``hdl``
 import ml_dtypes
 import numpy as np
 
-from ._checks import check_int as _check_int, check_int_array as _int_array
+from .checks import check_int as _check_int, check_int_array as _int_array
 
 __all__ = [
     "ACT_E4M3", "ACT_S0E4M4", "WGT_BITMOD", "WGT_INT4", "LANES", "ACC_BITS",

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from . import p3
-from ._checks import non_negative_int_arg, positive_int_arg, report_main
+from .checks import non_negative_int_arg, positive_int_arg, report_main
 
 TEMPERATURES = (0.5, 1.0, 2.0, 4.0)
 OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),

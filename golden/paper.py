@@ -106,7 +106,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import accllm, kllm, oaken, oaken_profile, orizuru, p3
-from ._checks import non_negative_int_arg, positive_int_arg, report_main
+from .checks import non_negative_int_arg, positive_int_arg, report_main
 
 __all__ = [
     "Row", "COLUMNS", "LLAMA2_7B", "count_orizuru", "orizuru_configs", "oaken_bits",
@@ -256,7 +256,7 @@ def count_orizuru(n, k, seed=0, x=None):
         else:                       # beyond the golden/RTL range: same code, no range check
             if n & (n - 1):
                 raise ValueError(f"n must be a power of two, not {n}")
-            max_lanes, min_lanes, _, reported = orizuru._run(x[None, :], k)
+            max_lanes, min_lanes, _, reported = orizuru.run_trees(x[None, :], k)
             k_max, k_min = max_lanes[0], min_lanes[0]
     out = dict(counts)
     out["total"] = sum(counts.values())

@@ -6,7 +6,7 @@ proof (test_formal.py)."""
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 
-from qllm_cores.hdl.kllm_concat import KllmConcat
+from qllm_cores.hdl.kllm.concat import KllmConcat
 
 __all__ = ["LossyConcat", "StuckBitConcat", "WithdrawingConcat"]
 

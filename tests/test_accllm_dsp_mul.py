@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 from qllm_cores.gen import generate
 from qllm_cores.golden.accllm import (extract_w2, extract_w8, max_accumulation_depth, pack_w8,
                            packed_p_w2)
-from qllm_cores.hdl.accllm_dsp_mul import (CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, MODES,
+from qllm_cores.hdl.accllm.dsp_mul.dsp_mul import (CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, MODES,
     AccllmDspMul, AccllmPlainMul, accumulation_limit, dsp48e2_registers, packing, product_range,
     rounding_constant)
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench

@@ -14,8 +14,8 @@ from amaranth.hdl import Shape
 from qllm_cores.gen import generate
 from qllm_cores.golden.accllm import prune_2_4, quantize_w2
 from qllm_cores.golden.beats import accllm_pe
-from qllm_cores.hdl.accllm_pe import CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, AccllmPe, product_bits
-from qllm_cores.hdl.accllm_sparse_selector import AccllmSparseSelector
+from qllm_cores.hdl.accllm.pe.pe import CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, AccllmPe, product_bits
+from qllm_cores.hdl.accllm.sparse_selector import AccllmSparseSelector
 from qllm_cores.verif.amaranth_sim import simulate_streams
 from qllm_cores.verif.payload import compare_outputs
 from qllm_cores.verif.runner import run_testbench

@@ -12,7 +12,7 @@ from amaranth.back import verilog
 from amaranth.lib import data
 
 from qllm_cores.golden.accllm import prune_2_4, select_by_index, sparse_select
-from qllm_cores.hdl.accllm_sparse_selector import AccllmSparseSelector
+from qllm_cores.hdl.accllm.sparse_selector import AccllmSparseSelector
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 UNIT = "accllm_sparse_selector"

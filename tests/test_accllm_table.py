@@ -15,7 +15,7 @@ import pytest
 
 from qllm_cores.fpga.accllm_table import (COLUMNS, MODES, PACKED_VARIANT, SYNTH_TARGETS,
     build_rows, main, select_rows, short_reason, table_csv, table_markdown)
-from qllm_cores.hdl.accllm_dsp_mul import AccllmDspMul, AccllmPlainMul, accumulation_limit, packing
+from qllm_cores.hdl.accllm.dsp_mul.dsp_mul import AccllmDspMul, AccllmPlainMul, accumulation_limit, packing
 
 ROWS = build_rows()
 BY_ID = {row.row_id: row for row in ROWS}

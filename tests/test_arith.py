@@ -1,10 +1,10 @@
-"""Shared arithmetic pieces (hdl/arith.py) against Python, exhaustively at small widths, in
+"""Shared arithmetic pieces (hdl/common/arith.py) against Python, exhaustively at small widths, in
 Amaranth's simulator."""
 
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from qllm_cores.hdl.arith import at_least, one_hot_wires, or_tree
+from qllm_cores.hdl.common.arith import at_least, one_hot_wires, or_tree
 
 
 def _settle(values, outputs, cases):

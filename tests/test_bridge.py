@@ -37,7 +37,7 @@ from qllm_cores.fpga.bridge.protocol import (
 )
 from qllm_cores.gen.registry import UNITS, resolve_params
 from qllm_cores.gen.verilog import unit_manifest, write_manifest
-from qllm_cores.hdl.kllm_concat import KllmConcat
+from qllm_cores.hdl.kllm.concat import KllmConcat
 from tests.concat_mutants import LossyConcat, StuckBitConcat
 from qllm_cores.verif.bench import golden_model
 
@@ -362,7 +362,7 @@ def test_the_protocol_and_host_need_no_hardware_description():
             "'qllm_cores.hdl.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
-    assert out.stdout.strip() == "['qllm_cores.hdl.params']"
+    assert out.stdout.strip() == "['qllm_cores.hdl.common.params']"
 
 
 def test_host_command_line_with_a_manifest(tmp_path, monkeypatch, capsys):

@@ -99,7 +99,7 @@ def test_harness_configuration_is_lint_clean(tmp_path, breg):
 def test_model_is_lint_clean_in_every_configuration_the_multiplier_uses(pipeline):
     # accllm_dsp_mul's `pipeline` selects the register attributes (its benches run the model in
     # each of them against the exact products).
-    from qllm_cores.hdl.accllm_dsp_mul import dsp48e2_registers
+    from qllm_cores.hdl.accllm.dsp_mul.dsp_mul import dsp48e2_registers
     overrides = [f"-G{name}={value}" for name, value in dsp48e2_registers(pipeline).items()]
     assert verilator_lint([MODEL], "DSP48E2", '-GAMULTSEL="AD"', *overrides) == []
 

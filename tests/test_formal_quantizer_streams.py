@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """The stream proofs of ``oaken_quantizer`` (verif/formal/cases.py): its hold rule at
 ``pipeline`` 0 and its ``hdr``/``dense`` counting are proved with the unit's invariants
-(:mod:`hdl.invariants`: credits, queue levels, the chunk buffer's beats) and the account's
+(:mod:`hdl.common.invariants`: credits, queue levels, the chunk buffer's beats) and the account's
 lemmas, and they bite:
 
 * the COO queue's head entry selected by the tail's bank instead of the head's
@@ -20,8 +20,8 @@ from amaranth.back import verilog
 
 from formal_checks import assert_proved, assert_seeded_bug_fails
 from qllm_cores.gen.registry import resolve_params
-from qllm_cores.hdl.oaken_quantizer import OakenQuantizer
-from qllm_cores.hdl.p3_pcu import P3Pcu
+from qllm_cores.hdl.oaken.quantizer.quantizer import OakenQuantizer
+from qllm_cores.hdl.p3.pcu import P3Pcu
 from qllm_cores.verif.formal import cases
 
 UNIT = "oaken_quantizer"

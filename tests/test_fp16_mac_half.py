@@ -19,7 +19,7 @@ from qllm_cores.gen import generate
 from qllm_cores.golden import beats
 from qllm_cores.golden.fp16_mac import (CANONICAL_NAN_FP16, SHORT_RUN, fp16_is_nan, fp16_mac_run,
                              fp16_products)
-from qllm_cores.hdl.fp16_mac import Fp16Mac
+from qllm_cores.hdl.baselines.fp16_mac.fp16_mac import Fp16Mac
 from tests.exact_float import exact_mac_run
 from qllm_cores.verif.amaranth_sim import simulate_streams
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench

@@ -12,7 +12,7 @@ import pytest
 
 from qllm_cores.gen.verilog import port_description
 from qllm_cores.golden.kllm import column_float_reference, reductions_to_beats
-from qllm_cores.hdl.kllm_column import KllmColumn
+from qllm_cores.hdl.kllm.column import KllmColumn
 from qllm_cores.verif.runner import BenchFailure, edit_site, replay, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------

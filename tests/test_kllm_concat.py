@@ -9,7 +9,7 @@ import pytest
 from amaranth.back import verilog
 
 from qllm_cores.golden.kllm import concat_indices, split_indices
-from qllm_cores.hdl.kllm_concat import KllmConcat
+from qllm_cores.hdl.kllm.concat import KllmConcat
 from qllm_cores.gen import generate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 

@@ -11,7 +11,7 @@ from amaranth.back import verilog
 
 from qllm_cores.gen import generate
 from qllm_cores.golden.kllm import counter_width
-from qllm_cores.hdl.kllm_idx_counter import KllmIdxCounter
+from qllm_cores.hdl.kllm.idx_counter.idx_counter import KllmIdxCounter
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from amaranth.sim import Simulator
 from qllm_cores.gen import generate
 from qllm_cores.golden.beats import MODELS
 from qllm_cores.golden.oaken import quantize_vector
-from qllm_cores.hdl.oaken_decomposer import OakenDecomposer
-from qllm_cores.hdl.oaken_dequantizer import OakenDequantizer
-from qllm_cores.hdl.oaken_quantizer import CUT_ORDER, DEFAULT_PIPELINE, OakenQuantizer
-from qllm_cores.hdl.oaken_quantizer_parts import div15_plan, div15_reference, divide_by_15
+from qllm_cores.hdl.oaken.decomposer import OakenDecomposer
+from qllm_cores.hdl.oaken.dequantizer.dequantizer import OakenDequantizer
+from qllm_cores.hdl.oaken.quantizer.quantizer import CUT_ORDER, DEFAULT_PIPELINE, OakenQuantizer
+from qllm_cores.hdl.oaken.quantizer.parts import div15_plan, div15_reference, divide_by_15
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------

@@ -9,10 +9,10 @@ from amaranth.sim import Simulator
 
 from qllm_cores.gen.verilog import convert
 from qllm_cores.golden.orizuru import orizuru_beats, total_order_key
-from qllm_cores.hdl.fp16 import Fp16TotalOrderCompare
-from qllm_cores.hdl.orizuru import (DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan,
+from qllm_cores.hdl.common.fp16 import Fp16TotalOrderCompare
+from qllm_cores.hdl.kllm.orizuru.orizuru import (DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan,
     cycles_per_vector)
-from qllm_cores.hdl.orizuru_units import settle_cycles, unit_levels
+from qllm_cores.hdl.kllm.orizuru.units import settle_cycles, unit_levels
 from qllm_cores.verif.orizuru_sim import simulate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
@@ -211,7 +211,7 @@ def test_units_refill_needs_children_no_slower_than_parents(monkeypatch):
     # valid, relying on every child settling no slower than its parent. With the remainder at
     # the top (a 2-input merge unit, S = 1, over two 16-input units, S = 4) the refill reads
     # a child that has not settled, and the outputs go wrong: the arrangement matters.
-    import qllm_cores.hdl.orizuru_units as units
+    import qllm_cores.hdl.kllm.orizuru.units as units
     rng = np.random.default_rng(9)
     xs = _vectors(32, 8, rng)
     expected = orizuru_beats(xs, 6)

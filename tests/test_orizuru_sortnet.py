@@ -11,10 +11,10 @@ from amaranth.hdl import Fragment
 
 from qllm_cores.gen.verilog import convert
 from qllm_cores.golden.orizuru import orizuru_beats
-from qllm_cores.hdl import orizuru_sortnet as sortnet
-from qllm_cores.hdl.orizuru_sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
-                                 FULL_MERGE_SLACK, OrizuruSortnet, _FullMergeBlock,
-                                 _outputs, full_merge_network, selection_blocks,
+from qllm_cores.hdl.kllm.orizuru import sortnet
+from qllm_cores.hdl.kllm.orizuru.sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
+                                 FULL_MERGE_SLACK, OrizuruSortnet, FullMergeBlock,
+                                 network_outputs, full_merge_network, selection_blocks,
                                  selection_network)
 from qllm_cores.verif.orizuru_sim import simulate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
@@ -141,7 +141,7 @@ def _is_full_merge(network):
     if network.n % 2 or network.n & (network.n - 1):
         return False
     full = full_merge_network(network.n // 2)
-    return (network.comparators, _outputs(network)) == (full.comparators, full.bottom)
+    return (network.comparators, network_outputs(network)) == (full.comparators, full.bottom)
 
 
 @pytest.mark.parametrize("n,k,lanes", [(8, 3, 4), (16, 6, 4), (16, 7, 8), (32, 13, 4),
@@ -236,9 +236,9 @@ def test_every_depth_matches_golden_under_backpressure(pipeline):
 @pytest.mark.parametrize("pipeline", [0, 2, 3])
 def test_full_merges_nested_to_single_comparators(pipeline, monkeypatch):
     """A full merge is two merges of half its size and a last level (Batcher), down to
-    :attr:`_FullMergeBlock.FLAT_LISTS` elements per list; with 1, every merge of the network
+    :attr:`FullMergeBlock.FLAT_LISTS` elements per list; with 1, every merge of the network
     is nested down to single comparators (n = 16, k = 16, blocks of 2: merges of 4, 8, 16)."""
-    monkeypatch.setattr(_FullMergeBlock, "FLAT_LISTS", 1)
+    monkeypatch.setattr(FullMergeBlock, "FLAT_LISTS", 1)
     dut = OrizuruSortnet(n=16, k=16, pipeline=pipeline, block_lanes=2)
     assert all(_is_full_merge(network) for _, network in dut.blocks[1:])
     assert dut.latency == OrizuruSortnet(n=16, k=16, pipeline=pipeline).latency

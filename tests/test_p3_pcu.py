@@ -11,7 +11,7 @@ import pytest
 from amaranth.back import verilog
 
 from qllm_cores.gen import UNITS, generate
-from qllm_cores.hdl.p3_pcu import DEFAULT_PIPELINE, PIPELINE_CUTS, P3Pcu
+from qllm_cores.hdl.p3.pcu import DEFAULT_PIPELINE, PIPELINE_CUTS, P3Pcu
 from qllm_cores.verif.amaranth_sim import simulate_streams
 from qllm_cores.verif.bench import golden_model
 from qllm_cores.verif.payload import compare_outputs

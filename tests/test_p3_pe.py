@@ -12,8 +12,8 @@ from amaranth.sim import Simulator
 
 from qllm_cores.gen import UNITS, generate
 from qllm_cores.golden.p3 import pe_run
-from qllm_cores.hdl.compressor import Compressor42
-from qllm_cores.hdl.p3_pe import PIPELINE_CUTS, P3Pe
+from qllm_cores.hdl.common.compressor import Compressor42
+from qllm_cores.hdl.p3.pe import PIPELINE_CUTS, P3Pe
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 from qllm_cores.verif.tb_p3_pe import FIELDS, directed_beats, random_dot_products
 

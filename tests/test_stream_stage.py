@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""hdl.stream_stage: StallPipeline and SkidBuffer under random valid/ready, in Amaranth's simulator.
+"""hdl.common.stream_stage: StallPipeline and SkidBuffer under random valid/ready, in Amaranth's simulator.
 
 The reference is the stream rules themselves: every beat sent arrives once, in order, with the
 value the stage function gives it; a producer holds payload and valid until ready; at ready held
@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from qllm_cores.hdl.stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
+from qllm_cores.hdl.common.stream_stage import SkidBuffer, StallPipeline, check_pipeline, pack_fields
 
 
 class _AddChain(wiring.Component):

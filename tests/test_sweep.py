@@ -65,7 +65,7 @@ def _sweep_args(build_dir: Path, *values, targets=("ice40",), fmax=()) -> list[s
 
 def _refusal(**params) -> str:
     """The message KllmConcat's constructor raises for `params`."""
-    from qllm_cores.hdl.kllm_concat import KllmConcat
+    from qllm_cores.hdl.kllm.concat import KllmConcat
 
     with warnings.catch_warnings():      # the half-built component is "never used"
         warnings.simplefilter("ignore")
@@ -228,7 +228,7 @@ def test_local_sweep_area_follows_the_unit(local_sweep):
                               .read_text())
         params = manifest["params"]
         assert params["lanes"] == lanes
-        # hdl/kllm_concat.py registers y (lanes x (a_bits + b_bits) bits, no reset) and
+        # hdl/kllm/concat.py registers y (lanes x (a_bits + b_bits) bits, no reset) and
         # output_register() adds the o.valid flip-flop: nothing else is stateful.
         flip_flops = int(metrics[str(lanes), "ice40", "FF"])
         assert flip_flops == lanes * (params["a_bits"] + params["b_bits"]) + 1

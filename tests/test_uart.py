@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""UartRx / UartTx (hdl/uart.py) in Amaranth's Python simulator.
+"""UartRx / UartTx (fpga/bridge/uart.py) in Amaranth's Python simulator.
 
 The line is modelled here, independently of the RTL: ``line_bits`` gives the 8N1 bit sequence
 of a byte, ``drive_line`` plays it on ``rx`` with any bit length (fractional, for a sender
@@ -12,7 +12,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
-from qllm_cores.hdl.uart import UartRx, UartTx
+from qllm_cores.fpga.bridge.uart import UartRx, UartTx
 
 
 def line_bits(byte, stop=1):

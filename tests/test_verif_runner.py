@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from qllm_cores.verif.runner import _cxx_environment, cxx_optimization
+from qllm_cores.verif.runner import cxx_environment, cxx_optimization
 
 
 def test_cxx_optimization_comes_from_the_argument_then_the_environment(monkeypatch):
@@ -17,10 +17,10 @@ def test_cxx_optimization_comes_from_the_argument_then_the_environment(monkeypat
 
 def test_cxx_optimization_reaches_make_for_one_build_only(monkeypatch):
     monkeypatch.setenv("MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include")
-    with _cxx_environment("-O0"):
+    with cxx_environment("-O0"):
         assert os.environ["MAKEFLAGS"].split() == ["CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O0"]
     assert os.environ["MAKEFLAGS"] == "CFG_CXXFLAGS_PCH_I=-include"
-    with _cxx_environment(""):
+    with cxx_environment(""):
         assert "OPT_FAST" not in os.environ["MAKEFLAGS"]
 
 

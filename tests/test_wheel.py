@@ -54,7 +54,7 @@ def installed(tmp_path_factory):
 def test_one_import_name_and_nothing_else(installed):
     venv, empty, env = installed
     python = str(venv / "bin" / "python")
-    out = _run([python, "-c", "import qllm_cores, qllm_cores.hdl.kllm_concat as k; "
+    out = _run([python, "-c", "import qllm_cores, qllm_cores.hdl.kllm.concat as k; "
                               "print(qllm_cores.__version__, k.__file__)"], cwd=empty, env=env)
     version, path = out.stdout.split()
     assert version == "0.1.0" and str(ROOT) not in path and "site-packages" in path

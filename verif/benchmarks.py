@@ -37,7 +37,7 @@ def counter_table():
 
 def orizuru_table():
     """``orizuru``: cycles per vector back to back, against the analytical count, per structure."""
-    from qllm_cores.hdl.orizuru import DEFAULT_PIPELINES, cycles_per_vector
+    from qllm_cores.hdl.kllm.orizuru.orizuru import DEFAULT_PIPELINES, cycles_per_vector
     print("| unit | structure | n | k | cycles/vector (back to back) | analytical | "
           "latency to first beat |")
     print("|---|---|---:|---:|---:|---:|---:|")

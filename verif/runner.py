@@ -134,7 +134,7 @@ def cxx_optimization(cxx_opt=None):
 
 
 @contextmanager
-def _cxx_environment(opt):
+def cxx_environment(opt):
     """``OPT_FAST=opt`` in ``MAKEFLAGS`` for the duration (nothing for ``""``)."""
     makeflags = os.environ.get("MAKEFLAGS", "")
     with _environment("MAKEFLAGS", f"{makeflags} OPT_FAST={opt}".strip() if opt else makeflags):
@@ -282,7 +282,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
                           file=sys.stderr)
                 build_args += [f"--trace-{fmt}", "--trace-structs"]
         try:
-            with _waves_environment(waves), _cxx_environment(opt):
+            with _waves_environment(waves), cxx_environment(opt):
                 runner.build(
                     sources=sources,
                     hdl_toplevel=unit,

@@ -265,7 +265,7 @@ def half_corners(stimulus, rng):
                  last=np.arange(1000) % 100 == 99)
 
 
-def _random_fp16(rng, n, *, specials=True, acc="fp32"):
+def random_fp16(rng, n, *, specials=True, acc="fp32"):
     """``n`` binary16 patterns from a mix of distributions (see the module docstring); without
     ``specials``, no infinities or NaNs (long dot products would otherwise almost all be NaN);
     ``acc="fp16"``: the narrower magnitudes of the binary16 reading.
@@ -298,8 +298,8 @@ def random_beats(rng, beats, acc="fp32"):
         low, high = [(1, 4), (5, 64), (65, 512), (513, 2048)][band]
         length = int(min(rng.integers(low, high + 1), beats - total))
         specials = rng.random() < 0.15
-        a = _random_fp16(rng, length, specials=specials, acc=acc)
-        b = _random_fp16(rng, length, specials=specials, acc=acc)
+        a = random_fp16(rng, length, specials=specials, acc=acc)
+        b = random_fp16(rng, length, specials=specials, acc=acc)
         if length >= 2 and rng.random() < 0.15:
             # Near cancellation: the product of the next beat almost undoes this one's.
             pairs = np.flatnonzero(rng.random(length - 1) < 0.5)
@@ -397,9 +397,9 @@ async def full_rate_latency(dut):
     acc = _reading(bench)[0]
     for _ in range(100):
         length = int(bench.rng.integers(1, 9))
-        stimulus.add(_random_fp16(bench.rng, length, acc=acc),
-                     _random_fp16(bench.rng, length, acc=acc))
-    block = _random_fp16(bench.rng, 64, acc=acc)
+        stimulus.add(random_fp16(bench.rng, length, acc=acc),
+                     random_fp16(bench.rng, length, acc=acc))
+    block = random_fp16(bench.rng, 64, acc=acc)
     stimulus.add(block, block[::-1], last=np.ones(64))
     fields = stimulus.beats()
     count = len(fields["a"])

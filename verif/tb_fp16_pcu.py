@@ -45,7 +45,7 @@ import numpy as np
 
 from qllm_cores.golden.fp16_mac import CANONICAL_NAN, fp32_is_nan
 from qllm_cores.verif.bench import Bench, record_metrics
-from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, _random_fp16
+from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, random_fp16
 from qllm_cores.verif.tb_fp16_mac import directed_beats as mac_directed_beats
 
 
@@ -113,8 +113,8 @@ def random_beats(rng, beats, lanes):
         low, high = [(1, 4), (5, 64), (65, 512), (513, 2048)][band]
         length = int(min(rng.integers(low, high + 1), beats - total))
         specials = rng.random() < 0.15
-        act = _random_fp16(rng, length, specials=specials)
-        wgt = _random_fp16(rng, length * lanes, specials=specials).reshape(length, lanes)
+        act = random_fp16(rng, length, specials=specials)
+        wgt = random_fp16(rng, length * lanes, specials=specials).reshape(length, lanes)
         if length >= 2 and rng.random() < 0.15:
             # Near cancellation: the next beat's products almost undo this one's, every lane.
             pairs = np.flatnonzero(rng.random(length - 1) < 0.5)
@@ -207,11 +207,11 @@ async def full_rate_latency(dut):
     lanes = bench.params["lanes"]
     stimulus = Stimulus(lanes)
     block = 64
-    stimulus.add(_random_fp16(bench.rng, block), _random_fp16(bench.rng, block * lanes),
+    stimulus.add(random_fp16(bench.rng, block), random_fp16(bench.rng, block * lanes),
                  first=np.ones(block), last=np.ones(block))
     for _ in range(100):
         length = int(bench.rng.integers(1, 9))
-        stimulus.add(_random_fp16(bench.rng, length), _random_fp16(bench.rng, length * lanes))
+        stimulus.add(random_fp16(bench.rng, length), random_fp16(bench.rng, length * lanes))
     fields = stimulus.beats()
     count = len(fields["act"])
     await run(bench, fields, cycles_per_beat=1)

@@ -13,7 +13,7 @@ random_vectors_backpressure
 sustained_rate
     No backpressure: records cycles per vector (between first beats of consecutive vectors)
     and checks it against the manifest's ``results_per_cycle`` (k for the unrolled circuit and
-    the baselines; see :func:`hdl.orizuru.cycles_per_vector` for the time-multiplexed trees),
+    the baselines; see :func:`hdl.kllm.orizuru.orizuru.cycles_per_vector` for the time-multiplexed trees),
     and that the first beat leaves the manifest's ``latency``
     cycles after the first vector (its last input beat, when n > 1024 takes several) (the only place the bench uses the latency; the other tests
     pass at every ``pipeline`` depth whatever it is).

@@ -5,7 +5,7 @@
                             commands, headers and flags, the frame layout from a
                             manifest, the identity, the baud divisor, :class:`BridgeClient`
 :mod:`.gateware`            the board end: :class:`UartBridge` from :class:`CommandDecoder`
-                            and :class:`FrameSender` over :mod:`hdl.uart`
+                            and :class:`FrameSender` over :mod:`fpga.bridge.uart`
 :mod:`.board`               board builds (amaranth-boards, YoWASP tools):
                             ``qllm bitstream``
 :mod:`.host`                stream beats to a board and compare with the unit's golden

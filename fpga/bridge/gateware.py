@@ -1,6 +1,6 @@
 """The board end of the bridge protocol (:mod:`fpga.bridge.protocol`): a unit behind a UART.
 
-:class:`UartBridge` composes small components over :mod:`hdl.uart`: the receiver, a byte FIFO,
+:class:`UartBridge` composes small components over :mod:`fpga.bridge.uart`: the receiver, a byte FIFO,
 :class:`CommandDecoder` (commands from the FIFO: input beats for the unit, replies owed, the
 reset command), :class:`FrameSender` (one frame at a time into the transmitter: replies,
 acknowledgements and the unit's output beats) and the sticky status flags.
@@ -24,8 +24,8 @@ from qllm_cores.fpga.bridge.protocol import (
     bridge_identity,
 )
 from qllm_cores.gen.verilog import port_description, signal_description
-from qllm_cores.hdl.params import check_int
-from qllm_cores.hdl.uart import MIN_DIVISOR, UartRx, UartTx
+from qllm_cores.hdl.common.params import check_int
+from qllm_cores.fpga.bridge.uart import MIN_DIVISOR, UartRx, UartTx
 
 __all__ = ["CommandDecoder", "FrameSender", "Reply", "UartBridge", "layout_of"]
 
@@ -282,7 +282,7 @@ class UartBridge(wiring.Component):
         submodule ``unit``, reset by the reset command, a break on ``rx`` and the domain's
         own reset.
     divisor : int
-        Clock cycles per bit, at least 4 (:class:`hdl.uart.UartRx`).
+        Clock cycles per bit, at least 4 (:class:`fpga.bridge.uart.UartRx`).
     rx_fifo_depth : int, optional
         Receive buffer in bytes, ``max_input_frame..65535`` (the longest host-to-board frame
         must fit). Default: 512 (one iCE40 or ECP5 block RAM), or the next power of two above

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Protocol
 
-from qllm_cores.hdl.params import check_int
+from qllm_cores.hdl.common.params import check_int
 
 __all__ = [
     "BridgeClient",
@@ -135,7 +135,7 @@ MAX_FIFO_DEPTH = 0xFFFF
 DEFAULT_BAUD = 115_200
 #: Largest accepted difference between the requested and the achieved baud rate.
 MAX_BAUD_ERROR = 0.02
-#: Smallest clock cycles per bit of the UART (:data:`hdl.uart.MIN_DIVISOR`).
+#: Smallest clock cycles per bit of the UART (:data:`fpga.bridge.uart.MIN_DIVISOR`).
 MIN_DIVISOR = 4
 
 

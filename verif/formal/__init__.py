@@ -31,7 +31,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from qllm_cores.gen.registry import UNITS
-from qllm_cores.hdl.invariants import FORMAL
+from qllm_cores.hdl.common.invariants import FORMAL
 
 from .engines import ENGINES, run_engine
 
@@ -64,7 +64,7 @@ class FormalResult:
 
 def harness_rtlil(harness) -> str:
     """The harness as RTLIL, top module ``top``, its free inputs as ports, elaborated for a
-    proof (:data:`hdl.invariants.FORMAL`: the units assert their invariants)."""
+    proof (:data:`hdl.common.invariants.FORMAL`: the units assert their invariants)."""
     return rtlil.convert(harness, ports=harness.free_ports, name="top", emit_src=False,
                          platform=FORMAL)
 

@@ -79,7 +79,7 @@ FATAL_CHECK = re.compile(r"always @\(posedge CLK\) begin(\s*if \(unsupported[^\n
 
 class ProductsHarness(TransactionHarness):
     """Asserts ``out.p == record.x * record.w`` for every product of every output beat of an
-    :class:`~hdl.accllm_dsp_mul.AccllmDspMul`. ``vendor_models``: the Verilog models the unit
+    :class:`~hdl.accllm.dsp_mul.dsp_mul.AccllmDspMul`. ``vendor_models``: the Verilog models the unit
     needs, read by :class:`ModelProof` (``models`` stays empty)."""
 
     def __init__(self, dut, **options):

@@ -19,11 +19,11 @@ mode is free per beat among 0..2 (3 is reserved: the SPEC gives it no value; the
 it as ``w8``, not checked). A row checks the beats of the modes it names (``check=``, default
 all); beats of the other modes still come and go between them. The rows of one target together
 check every mode, but for ``xilinx`` with signed activations in ``w8`` (below). ``acc_bits`` is
-the least the unit takes (:func:`hdl.accllm_pe.product_bits`), the accumulator's adders being
+the least the unit takes (:func:`hdl.accllm.pe.pe.product_bits`), the accumulator's adders being
 part of every check (at 32 bits the ``generic`` row at ``x_bits`` = 4 takes twice as long).
 
 ``products = x*w`` on ``accllm_plain_mul``: :class:`~verif.formal.arith_accllm.ProductsHarness`
-as it is (the baseline is an :class:`~hdl.accllm_dsp_mul.AccllmDspMul` with ``acc_depth`` = 1,
+as it is (the baseline is an :class:`~hdl.accllm.dsp_mul.dsp_mul.AccllmDspMul` with ``acc_depth`` = 1,
 the same interface). Its ``xilinx`` target elaborates the same circuit as ``generic`` (plain
 ``*``; identical RTLIL), so ``generic`` stands for both; ``ecp5``/``ice40`` are not proved.
 
@@ -86,7 +86,7 @@ from functools import partial
 from amaranth.hdl import Assert, Assume, Cat, Const, Mux
 
 from qllm_cores.gen.registry import UNITS, resolve_params
-from qllm_cores.hdl.accllm_pe import product_bits
+from qllm_cores.hdl.accllm.pe.pe import product_bits
 
 from . import Proof
 from .arith_accllm import PROPERTY as PRODUCTS_PROPERTY

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """Data properties of the floating-point MACs ``fp16_mac`` and ``fp16_pcu`` (SPEC sections 0
-and 5; the contract is :class:`hdl.fp16_mac.Fp16Mac`'s docstring): ``acc = fp32(acc + fp32(a) *
+and 5; the contract is :class:`hdl.baselines.fp16_mac.fp16_mac.Fp16Mac`'s docstring): ``acc = fp32(acc + fp32(a) *
 fp32(b))``, one rounding (to nearest, ties to even), binary16 subnormals exact, IEEE infinities
 and NaNs, every NaN result 0x7FC00000, ``first`` starting from +0.0. The expected values are
 written here from the IEEE 754 binary16 and binary32 encodings (:func:`fp16_operand`,
@@ -42,7 +42,7 @@ proofs covering the unit under any environment):
   (``a = act`` shared, ``b = wgt[j]``), and the lanes' lockstep (every lane's ``o.valid`` the
   same in every cycle: the class docstring's claim, which k-induction also needs, since lanes
   out of step could otherwise stall forever in its unreachable start states). The lanes are
-  one circuit, :class:`~hdl.fp16_mac.Fp16Mac`, built ``lanes`` times by one loop that wires
+  one circuit, :class:`~hdl.baselines.fp16_mac.fp16_mac.Fp16Mac`, built ``lanes`` times by one loop that wires
   lane ``j`` to ``wgt[j]`` and ``acc[j]`` and ANDs the handshakes; 2 lanes cover the lane
   circuit, the per-lane slicing at two indices and the AND, and one row at the default 16
   lanes checks the last lane's wiring (``check=15``) and the lockstep of all 16.

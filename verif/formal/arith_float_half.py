@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """Data properties of ``fp16_mac``'s second reading, ``acc="fp16"`` (SPEC section 5; the
-contract is :class:`hdl.fp16_mac.Fp16Mac`'s docstring): ``acc = fp16(acc + fp16(a * b))``, each
+contract is :class:`hdl.baselines.fp16_mac.fp16_mac.Fp16Mac`'s docstring): ``acc = fp16(acc + fp16(a * b))``, each
 rounding to nearest, ties to even, binary16 subnormal results, overflow to infinity, every NaN
 result 0x7E00, ``first`` starting from +0.0. The expected values are written here from the IEEE
 754 binary16 definition, never from the RTL: the operands taken apart by
@@ -63,8 +63,8 @@ from functools import partial
 from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, signed
 
 from qllm_cores.gen.registry import UNITS, resolve_params
-from qllm_cores.hdl.fp16_mac_formats import HALF_RAW_PRODUCT_LAYOUT
-from qllm_cores.hdl.fp16_mac_half import pack_half, round_product
+from qllm_cores.hdl.baselines.fp16_mac.formats import HALF_RAW_PRODUCT_LAYOUT
+from qllm_cores.hdl.baselines.fp16_mac.half import pack_half, round_product
 
 from . import Proof
 from .arith_float import (ALL, MacHarness, ZeroProductHarness, fp16_operand, restricted,
@@ -201,13 +201,13 @@ class HalfZeroProductHarness(ZeroProductHarness):
 
 
 class RoundingHarness(UnitHarness):
-    """The binary16 reading's product step, :func:`hdl.fp16_mac_half.round_product` (the
-    step :class:`~hdl.fp16_mac.Fp16Mac` builds between its ``raw_product`` and ``product``
+    """The binary16 reading's product step, :func:`hdl.baselines.fp16_mac.half.round_product` (the
+    step :class:`~hdl.baselines.fp16_mac.fp16_mac.Fp16Mac` builds between its ``raw_product`` and ``product``
     registers), on every exact product the multiplier can give: a free
-    :data:`~hdl.fp16_mac_formats.HALF_RAW_PRODUCT_LAYOUT` value with at most one class flag
+    :data:`~hdl.baselines.fp16_mac.formats.HALF_RAW_PRODUCT_LAYOUT` value with at most one class flag
     and, if finite and nonzero, a 22-bit significand product with its leading one at bit 21
     or 20 and an exponent in -33..45 (``e_a + e_b - 15`` for normalized operands of exponents
-    -9..30). Asserted: its binary16 bits (:func:`hdl.fp16_mac_half.pack_half`, the output
+    -9..30). Asserted: its binary16 bits (:func:`hdl.baselines.fp16_mac.half.pack_half`, the output
     packing) are :func:`round_to_fp16` of ``sig * 2^(exp - 35)`` (the class flags: the
     canonical NaN, an infinity, a zero of the product's sign), and its ``zero`` flag (the
     loop's) is set exactly for a finite result of magnitude 0. Combinational: one step of

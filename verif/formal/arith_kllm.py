@@ -53,7 +53,7 @@ Shapes (the default, 16 lanes of 8-bit indices, is 256 bins of 13-bit counts: ou
   of the lane pairs 0-1 and 2-3 and of lane 4 alone; ``ik`` has lanes 0-3 as one full group
   (the equal-index merge of all 6 lane pairs into the leader's carried weight) and lane 4 a
   second; either way the per-bin adder tree above the groups is in the proof. 16 lanes are
-  more such groups and more levels of the same :func:`~hdl.arith.adder_tree`.
+  more such groups and more levels of the same :func:`~hdl.common.arith.adder_tree`.
 * :data:`WIDE_SHAPE`: ``kk`` at the default 16 lanes (2 bins, single-beat reductions), framed.
 
 Times (one proof at a time, 2 cores shared with other engineers' proofs, load average 5 to
@@ -304,7 +304,7 @@ def proofs():
     PDR; ``kllm_idx_counter`` by PDR (:data:`PDR_ROWS`), framed (:data:`FRAMED_ROWS`), and
     framed on :data:`LANE_SHAPE` at ``pipeline`` 0 and the default (``kk``: reductions of up
     to 2 beats; ``ik``: single-beat)."""
-    from qllm_cores.hdl.kllm_concat import MAX_PIPELINE
+    from qllm_cores.hdl.kllm.concat import MAX_PIPELINE
 
     rows = [concat_row({"pipeline": depth}) for depth in range(MAX_PIPELINE + 1)]
     rows.append(concat_row({"a_bits": 3}))          # KLLM-A3 (registry: kllm-a3-16)

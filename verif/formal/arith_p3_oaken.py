@@ -50,7 +50,7 @@ from functools import partial
 from amaranth.hdl import Assert, Assume, Const, Mux, Signal, signed, unsigned
 
 from qllm_cores.gen.registry import UNITS, resolve_params
-from qllm_cores.hdl.oaken_decomposer import CUT_ORDER
+from qllm_cores.hdl.oaken.decomposer import CUT_ORDER
 
 from . import Proof
 from .transaction import TransactionHarness

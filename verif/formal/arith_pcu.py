@@ -25,7 +25,7 @@ second lemma on the shifted terms (the compressor and accumulator summing two fr
 hard part). The configuration is shrunk to 1 PE (2 and 5 for the rows that check PE 1 and PE 4):
 ``P3Pcu`` generates the same PE circuit ``pes`` times (``for pe in range(P)``), and what differs
 between PEs is only which slice of ``wgt``, ``sv_sel`` and ``zp`` it reads and which registered
-copy of a shared value it uses (:func:`~hdl.stream_stage.distinct_copies`: copy ``k`` of a value
+copy of a shared value it uses (:func:`~hdl.common.stream_stage.distinct_copies`: copy ``k`` of a value
 is held inverted when bit 0 of ``k`` is set; PE ``j`` uses group copy ``j // 4`` of the decoded
 activations, registered from ``pipeline`` 1 on, and per-PE copy ``j % 4`` of the accumulators'
 ``first`` and ``slot`` and, from ``pipeline`` 2 on, of the Booth digits). The rows
@@ -70,7 +70,7 @@ it pass) or a rewriting of the SPEC value:
   modulo its 16 entries. Without it k-induction's step starts from read and write pointers out
   of step, and a stream of equal beats then reads stale entries that are the right answers for
   any number of cycles (the step failed at depth 12). ``LutQueue`` states the same relation
-  itself when elaborated for a proof (:mod:`hdl.invariants`); it is asserted here too, so that
+  itself when elaborated for a proof (:mod:`hdl.common.invariants`); it is asserted here too, so that
   the rows do not depend on it.
 
 Measured one proof at a time on 2 cores shared with other proofs: at a load of 2.4 to 3, the
@@ -103,7 +103,7 @@ PROPERTY = "lanes = SPEC formula"
 UNIT = "p3_pcu"
 #: The SPEC product ``(-1)^s * M5 * w``: ``|31 * 16| < 2^11``.
 PRODUCT = signed(12)
-#: Cuts before the product register, in the unit's data flow (hdl/p3_pcu.py).
+#: Cuts before the product register, in the unit's data flow (hdl/p3/pcu.py).
 BEFORE_PRODUCT = frozenset({"broadcast", "decode"})
 
 

@@ -58,7 +58,7 @@ class TransactionHarness(UnitHarness):
         """The k-induction depth: the longest life of a framed beat (an idle input, the
         latency, the unit's cycles per input beat after its first output beat and a wait
         before every output beat), plus ``slack`` cycles where the unit holds more than its
-        pipeline (the decomposer's :class:`~hdl.stream_stage.SkidBuffer`: 2, its second entry
+        pipeline (the decomposer's :class:`~hdl.common.stream_stage.SkidBuffer`: 2, its second entry
         and its wait). A deeper induction is no less sound, only slower."""
         cycles = getattr(self.dut, "cycles_per_vector", self.beats_per_input)
         return (self.dut.latency + cycles - 1 + (self.beats_per_input + 1) * PATIENCE
