@@ -69,11 +69,11 @@ elaboration: $(STAMP)
 
 # Oaken: profiled thresholds, stored bits and error against 4-bit baselines (golden models only).
 oaken-report: $(STAMP)
-	$(PY) -m qllm_cores.golden.oaken_report
+	$(PY) -m qllm_cores.golden.oaken.report
 
 # P3-LLM formats: S0E4M4 / E4M3 / INT8 scores, BitMoD / INT4 / FP4 weights, effective bits.
 p3-report: $(STAMP)
-	$(PY) -m qllm_cores.golden.p3_report
+	$(PY) -m qllm_cores.golden.p3.report
 
 # AccLLM DSP packing: DSP48E2 / MULT18X18D / SB_MAC16, LUT, CARRY, FF of packed vs plain
 # multipliers per mode and FPGA family, from one run (build/reports/accllm_dsp_mul.md).

@@ -78,8 +78,8 @@ class UnitSpec:
     testbench : str
         Dotted name of the cocotb test module in ``verif``.
     golden : str or None
-        ``"golden.beats:<name>"``: the unit's beat-level golden adapter
-        (:class:`golden.beats.BeatModel`: input beats -> expected output beats), shared by
+        ``"qllm_cores.golden.<paper>.beats:<name>"``: the unit's beat-level golden adapter
+        (:class:`golden.common.beats.BeatModel`: input beats -> expected output beats), shared by
         the bench and the board host; resolved lazily (:func:`load_object`, or
         ``verif.bench.golden_model(unit)``).
     doc : str or None
@@ -173,7 +173,7 @@ UNITS = {
                 "kllm-a3-16": {"a_bits": 3, "b_bits": 4, "lanes": 16},
             },
             testbench="qllm_cores.verif.tb_kllm_concat",
-            golden="qllm_cores.golden.beats:kllm_concat",
+            golden="qllm_cores.golden.kllm.beats:kllm_concat",
             doc="docs/units/kllm_concat.md",
             # KLLM Table I: a Concat array feeding one 16-input counter (the 4096-lane PE-lane
             # configuration has 32,768 output flip-flops: beyond both small FPGAs; `make area`
@@ -200,7 +200,7 @@ UNITS = {
                                "max_len": 4096},
             },
             testbench="qllm_cores.verif.tb_kllm_idx_counter",
-            golden="qllm_cores.golden.beats:kllm_idx_counter",
+            golden="qllm_cores.golden.kllm.beats:kllm_idx_counter",
             doc="docs/units/kllm_idx_counter.md",
             # KLLM's two configurations, W4A4 and W4A3, both placed on the ECP5 25F.
             report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3")),
@@ -225,7 +225,7 @@ UNITS = {
                 "kllm-ik-a4": {"a_bits": 4, "mode": "ik", "weight_bits": 4},
             },
             testbench="qllm_cores.verif.tb_kllm_column",
-            golden="qllm_cores.golden.beats:kllm_column",
+            golden="qllm_cores.golden.kllm.beats:kllm_column",
             doc="docs/units/kllm_column.md",
             # KLLM's two kk configurations and the integer x K-Means one; kllm-a4 is placed on
             # the ECP5 85F: it fills 97 % of the 25F's LUTs and did not route there in the
@@ -248,7 +248,7 @@ UNITS = {
                 "kllm-4096": {"n": 4096, "k": 20},
             },
             testbench="qllm_cores.verif.tb_orizuru",
-            golden="qllm_cores.golden.beats:orizuru",
+            golden="qllm_cores.golden.kllm.beats:orizuru",
             doc="docs/units/orizuru.md",
             # Orizuru's one-cycle-per-pop circuit (every comparison of a pop unrolled in space)
             # beside the paper's time-multiplexed trees; both against the scan baseline.
@@ -264,7 +264,7 @@ UNITS = {
             name="orizuru_scan",
             factory="qllm_cores.hdl.kllm.orizuru.orizuru:OrizuruScan",
             testbench="qllm_cores.verif.tb_orizuru",
-            golden="qllm_cores.golden.beats:orizuru",
+            golden="qllm_cores.golden.kllm.beats:orizuru",
             doc="docs/units/orizuru.md",
             summary="Baseline for orizuru: k-pass max/min scan, same interface and outputs",
             result="vector",
@@ -278,7 +278,7 @@ UNITS = {
                 "kllm-16": {"n": 16, "k": 2},
             },
             testbench="qllm_cores.verif.tb_orizuru",
-            golden="qllm_cores.golden.beats:orizuru",
+            golden="qllm_cores.golden.kllm.beats:orizuru",
             doc="docs/units/orizuru.md",
             # Orizuru's second baseline beside `orizuru_scan` (derived from the registry's
             # `baseline`): the pipelined top-k/bottom-k sorting network, at the same n and k,
@@ -293,13 +293,13 @@ UNITS = {
             name="oaken_decomposer",
             factory="qllm_cores.hdl.oaken.decomposer:OakenDecomposer",
             configs={
-                # Oaken section 5.2 / SPEC 4: 16-bit fixed-point KV values, 16 per beat.
+                # Oaken section 5.2 / contract 4: 16-bit fixed-point KV values, 16 per beat.
                 "oaken-16": {"lanes": 16, "data_bits": 16},
                 # A whole 64-element chunk per beat.
                 "oaken-64": {"lanes": 64, "data_bits": 16},
             },
             testbench="qllm_cores.verif.tb_oaken_decomposer",
-            golden="qllm_cores.golden.beats:oaken_decomposer",
+            golden="qllm_cores.golden.oaken.beats:oaken_decomposer",
             doc="docs/units/oaken.md",
             report=(ReportConfig("oaken-16"),),
             result="element",
@@ -314,7 +314,7 @@ UNITS = {
                 "oaken-64": {"lanes": 64, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
             testbench="qllm_cores.verif.tb_oaken_dequantizer",
-            golden="qllm_cores.golden.beats:oaken_dequantizer",
+            golden="qllm_cores.golden.oaken.beats:oaken_dequantizer",
             doc="docs/units/oaken.md",
             report=(ReportConfig("oaken-16"),),
             benchmark="qllm_cores.verif.benchmarks:oaken_table",
@@ -329,7 +329,7 @@ UNITS = {
                 "oaken-16": {"lanes": 16, "vec_len": 64, "data_bits": 16, "frac_bits": 8},
             },
             testbench="qllm_cores.verif.tb_oaken_quantizer",
-            golden="qllm_cores.golden.beats:oaken_quantizer",
+            golden="qllm_cores.golden.oaken.beats:oaken_quantizer",
             doc="docs/units/oaken_quantizer.md",
             report=(ReportConfig("oaken-16"),),
             result="element",
@@ -344,7 +344,7 @@ UNITS = {
                 "p3-pcu-pe": {},
             },
             testbench="qllm_cores.verif.tb_p3_pe",
-            golden="qllm_cores.golden.beats:p3_pe",
+            golden="qllm_cores.golden.p3.beats:p3_pe",
             doc="docs/units/p3_pe.md",
             report=(ReportConfig("p3-pcu-pe"),),
             result="MAC",
@@ -363,7 +363,7 @@ UNITS = {
                 "p3-pcu-te": {"pes": 16, "reuse": 2},
             },
             testbench="qllm_cores.verif.tb_p3_pcu",
-            golden="qllm_cores.golden.beats:p3_pcu",
+            golden="qllm_cores.golden.p3.beats:p3_pcu",
             doc="docs/units/p3_pcu.md",
             report=(ReportConfig("p3-pcu"), ReportConfig("p3-pcu-te")),
             result="MAC",
@@ -376,12 +376,12 @@ UNITS = {
             name="fp16_mac",
             factory="qllm_cores.hdl.baselines.fp16_mac.fp16_mac:Fp16Mac",
             configs={
-                # SPEC 5's second reading (the papers do not say which accumulator their
+                # contract 5's second reading (the papers do not say which accumulator their
                 # "FP16 MAC" has): binary16 accumulator, product rounded to binary16.
                 "fp16-acc": {"acc": "fp16"},
             },
             testbench="qllm_cores.verif.tb_fp16_mac",
-            golden="qllm_cores.golden.beats:fp16_mac",
+            golden="qllm_cores.golden.baselines.beats:fp16_mac",
             doc="docs/units/fp16_mac.md",
             # The other reading of "an FP16 MAC" beside the FP32-accumulating one (the derived
             # baseline of these rows): the ratio table shows both.
@@ -397,7 +397,7 @@ UNITS = {
             name="fp16_pcu",
             factory="qllm_cores.hdl.baselines.fp16_pcu:Fp16Pcu",
             testbench="qllm_cores.verif.tb_fp16_pcu",
-            golden="qllm_cores.golden.beats:fp16_pcu",
+            golden="qllm_cores.golden.baselines.beats:fp16_pcu",
             doc="docs/units/fp16_pcu.md",
             result="MAC",
             rate=lambda p: p["lanes"],
@@ -427,7 +427,7 @@ UNITS = {
                 "accllm-w4-ice40": {"mode": "w4", "target": "ice40", "x_bits": 7},
             },
             testbench="qllm_cores.verif.tb_accllm_dsp_mul",
-            golden="qllm_cores.golden.beats:accllm_mul",
+            golden="qllm_cores.golden.accllm.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
             # AccLLM: the DSP48E2 packings (Xilinx only) and the packings ECP5/iCE40 allow.
             report=tuple(ReportConfig(config) for config in (
@@ -442,7 +442,7 @@ UNITS = {
             name="accllm_plain_mul",
             factory="qllm_cores.hdl.accllm.dsp_mul.dsp_mul:AccllmPlainMul",
             testbench="qllm_cores.verif.tb_accllm_dsp_mul",
-            golden="qllm_cores.golden.beats:accllm_mul",
+            golden="qllm_cores.golden.accllm.beats:accllm_mul",
             doc="docs/units/accllm_dsp_mul.md",
             summary="Baseline for accllm_dsp_mul: the same products from separate multipliers",
             result="product",
@@ -461,7 +461,7 @@ UNITS = {
                 "accllm-tile": {"groups": 16, "rows": 16, "x_bits": 8, "x_signed": True},
             },
             testbench="qllm_cores.verif.tb_accllm_sparse_selector",
-            golden="qllm_cores.golden.beats:accllm_sparse_selector",
+            golden="qllm_cores.golden.accllm.beats:accllm_sparse_selector",
             doc="docs/units/accllm_sparse_selector.md",
             report=(ReportConfig("accllm-block"),),
             result="selected pair",
@@ -484,7 +484,7 @@ UNITS = {
                 "accllm-pe-ecp5": {"target": "ecp5"},
             },
             testbench="qllm_cores.verif.tb_accllm_pe",
-            golden="qllm_cores.golden.beats:accllm_pe",
+            golden="qllm_cores.golden.accllm.beats:accllm_pe",
             doc="docs/units/accllm_pe.md",
             # One DSP48E2 (xilinx, area only) and the fabric / MULT18X18D PE (ECP5 Fmax).
             report=(ReportConfig("accllm-pe-xilinx"), ReportConfig("accllm-pe-ecp5"),

@@ -150,7 +150,7 @@ def generate(unit, params=None, out_dir="build/verilog", *, config=None, prefix=
     ``params`` override the unit's defaults (after the named ``config``, if any). The Verilog
     is generated with ``emit_src=False``: it carries no source paths and is reproducible.
     ``prefix`` is prepended to the top module and every module it instantiates, so that
-    several configurations live in one Verilog project (SPEC section 0).
+    several configurations live in one Verilog project (contract section 0).
     """
     check_prefix(prefix)
     spec, requested = resolve_params(unit, config, params)
@@ -180,7 +180,7 @@ def manifest(spec, component, config=None):
         "config": config,
         "params": params,
         "latency": getattr(component, "latency", None),
-        # One clock domain (SPEC section 0): Amaranth's `sync`, its reset synchronous.
+        # One clock domain (contract section 0): Amaranth's `sync`, its reset synchronous.
         "clock": {"name": "clk", "edge": "rising"},
         "reset": {"name": "rst", "polarity": "high", "synchronous": True},
         "ports": port_description(component),

@@ -3,7 +3,7 @@ binary16 decoded by hand into ``Fraction`` values, every sum and product exact, 
 round to nearest, ties to even, into binary32 or binary16 (subnormals and overflow to infinity
 included), the bit patterns encoded by hand.
 
-Both readings of the MAC (SPEC section 5): ``acc="fp32"``, ``acc = fp32(acc + a * b)`` (the
+Both readings of the MAC (contract section 5): ``acc="fp32"``, ``acc = fp32(acc + a * b)`` (the
 product exact), and ``acc="fp16"``, ``acc = fp16(acc + fp16(a * b))`` (two roundings).
 """
 

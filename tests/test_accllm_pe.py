@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (parameter-error tests build components whose constructor raises on purpose)
-"""accllm_pe (SPEC section 10): parameters, ports and latency (manifest), the fabric targets in
+"""accllm_pe (contract section 10): parameters, ports and latency (manifest), the fabric targets in
 Amaranth's simulator against the golden adapter, the chained 2:4-pruned W2 dot product through
 the sparse selector, the cocotb benches (generic and xilinx through the DSP48E2 model), and the
 xilinx synthesis: one DSP48E2 per PE."""
@@ -13,7 +13,7 @@ from amaranth.hdl import Shape
 
 from qllm_cores.gen import generate
 from qllm_cores.golden.accllm import prune_2_4, quantize_w2
-from qllm_cores.golden.beats import accllm_pe
+from qllm_cores.golden.accllm.beats import accllm_pe
 from qllm_cores.hdl.accllm.pe.pe import CUTS, DEFAULT_PIPELINE, MAX_PIPELINE, AccllmPe, product_bits
 from qllm_cores.hdl.accllm.sparse_selector import AccllmSparseSelector
 from qllm_cores.verif.amaranth_sim import simulate_streams

@@ -5,7 +5,7 @@ cheapest row: the property is proved, and it bites: one bug seeded in the unit's
 The seeded bugs:
 
 * ``kllm_concat`` (16 lanes, ``pipeline`` 0): lane 0 concatenates the other way round,
-  ``(b << a_bits) | a`` (the commutative reading the SPEC rules out).
+  ``(b << a_bits) | a`` (the commutative reading the contract rules out).
 * ``kllm_idx_counter`` (1 lane, 4 bins, ``kk``, 2 banks, ``pipeline`` 0): the accumulators are
   never started afresh (the ``fresh ? 0 : acc`` multiplexer always takes ``acc``), so a
   histogram includes the reductions before it.

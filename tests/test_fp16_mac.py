@@ -14,8 +14,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from qllm_cores.gen import generate
-from qllm_cores.golden.fp16_mac import (CANONICAL_NAN, canonical_nan, fp16_mac_run, fp16_products,
-                             fp32_is_nan, fp32_match)
+from qllm_cores.golden.baselines.fp16_mac import (CANONICAL_NAN, canonical_nan, fp16_mac_run,
+                                                  fp16_products, fp32_is_nan, fp32_match)
 from qllm_cores.hdl.baselines.fp16_mac.fp16_mac import Fp16Mac, leading_zeros, unpack_fp16
 from tests.exact_float import NEG_INF as EXACT_NEG_INF
 from tests.exact_float import POS_INF as EXACT_POS_INF

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""fp16_mac's second reading, ``acc="fp16"`` (SPEC section 5): ``acc = fp16(acc + fp16(a * b))``.
+"""fp16_mac's second reading, ``acc="fp16"`` (contract section 5): ``acc = fp16(acc + fp16(a * b))``.
 
 The golden model (NumPy float16) against two independent references: the exact ``Fraction``
 reference with a hand-written round to nearest even (tests/exact_float.py) on the bench's
@@ -16,9 +16,9 @@ import pytest
 from amaranth.back import verilog
 
 from qllm_cores.gen import generate
-from qllm_cores.golden import beats
-from qllm_cores.golden.fp16_mac import (CANONICAL_NAN_FP16, SHORT_RUN, fp16_is_nan, fp16_mac_run,
-                             fp16_products)
+from qllm_cores.golden.baselines import beats
+from qllm_cores.golden.baselines.fp16_mac import (CANONICAL_NAN_FP16, SHORT_RUN, fp16_is_nan,
+                                                  fp16_mac_run, fp16_products)
 from qllm_cores.hdl.baselines.fp16_mac.fp16_mac import Fp16Mac
 from tests.exact_float import exact_mac_run
 from qllm_cores.verif.amaranth_sim import simulate_streams

@@ -10,8 +10,8 @@ import pytest
 from amaranth.back import verilog
 
 from qllm_cores.gen import generate
-from qllm_cores.golden.beats import fp16_pcu
-from qllm_cores.golden.fp16_mac import fp16_mac_run
+from qllm_cores.golden.baselines.beats import fp16_pcu
+from qllm_cores.golden.baselines.fp16_mac import fp16_mac_run
 from qllm_cores.hdl.baselines.fp16_mac.fp16_mac import Fp16Mac
 from qllm_cores.hdl.baselines.fp16_pcu import Fp16Pcu
 from qllm_cores.verif.amaranth_sim import simulate_streams

@@ -174,7 +174,7 @@ def test_payload_codec_rejects_out_of_range_fields():
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_every_unit_takes_pipeline_and_states_its_latency(unit):
-    """SPEC section 0: every unit and baseline takes ``pipeline`` (0 = lowest latency, the
+    """contract section 0: every unit and baseline takes ``pipeline`` (0 = lowest latency, the
     default closes timing) and states its latency; the registry states its rate."""
     spec = UNITS[unit]
     assert "pipeline" in spec.defaults, f"{unit}: no pipeline parameter in the registry"

@@ -1,4 +1,4 @@
-"""Golden model of AccLLM (golden/accllm.py) against exhaustive and independent references.
+"""Golden model of AccLLM (golden/accllm/) against exhaustive and independent references.
 
 References written here, not taken from the model: products ``x * w`` in NumPy and Python
 integers; a DSP48E2 written bit by bit with Python big integers (two's complement masks); the

@@ -1,11 +1,11 @@
-"""The golden model of ``accllm_pe`` (golden/accllm.py: ``pe_weights``, ``pe_products``,
-``pe_run``; golden/beats.py: ``accllm_pe``) against SPEC section 10 written out as a plain Python
-integer loop, hand-worked cases, and its argument checks."""
+"""The golden model of ``accllm_pe`` (golden/accllm/pe.py: ``pe_weights``, ``pe_products``,
+``pe_run``; golden/accllm/beats.py: ``accllm_pe``) against contract section 10 written out as a plain
+Python integer loop, hand-worked cases, and its argument checks."""
 
 import numpy as np
 import pytest
 
-from qllm_cores.golden import beats
+from qllm_cores.golden.accllm import beats
 from qllm_cores.golden.accllm import PE_MODES, pe_product_bits, pe_products, pe_run, pe_weights
 
 FIELDS = ("mode", "x1", "x2", "w1", "w2", "kv4", "zp", "first", "last")
@@ -17,7 +17,7 @@ def _signed(value, bits):
 
 
 def _loop(beats_, acc_bits, x_bits=8, x_signed=True):
-    """SPEC 10 beat by beat on Python integers (no NumPy, nothing shared with the model)."""
+    """contract 10 beat by beat on Python integers (no NumPy, nothing shared with the model)."""
     s1 = s2 = 0
     overflow = False
     out = []
@@ -102,7 +102,7 @@ def test_overflow_at_the_accumulator_limit_is_sticky_until_first():
 
 def test_a_partial_sum_out_of_range_counts_even_if_the_final_sum_returns():
     # acc_bits 16: +16384 twice (32768, out of range), then 127 x -128 = -16256: the final
-    # sum 16512 is in range, but the flag stays (SPEC: sticky once a sum leaves the range).
+    # sum 16512 is in range, but the flag stays (the contract: sticky once a sum leaves the range).
     rows = [(0, -128, 0, -128, 0, 0, 0, 1, 0), (0, -128, 0, -128, 0, 0, 0, 0, 0),
             (0, 128 - 1, 0, -128, 0, 0, 0, 0, 1)]
     got = _as_rows(pe_run(*np.array(rows).T, acc_bits=16))

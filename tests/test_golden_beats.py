@@ -1,11 +1,11 @@
-"""The beat-level golden adapters (golden/beats.py) on small cases worked out by hand from
-SPEC.md: every expected value below is computed in the comment beside it, not by the code."""
+"""The beat-level golden adapters (golden/*/beats.py) on small cases worked out by hand from
+docs/contract.md: every expected value below is computed in the comment beside it, not by the code."""
 
 import numpy as np
 import pytest
 
-from qllm_cores.golden import beats
-from qllm_cores.golden.orizuru import MAX_BEAT_LANES, beat_lanes
+from qllm_cores.golden import adapters as beats
+from qllm_cores.golden.kllm.orizuru import MAX_BEAT_LANES, beat_lanes
 
 
 def _assert_fields(got, want):
@@ -18,7 +18,7 @@ def _assert_fields(got, want):
 
 
 def test_kllm_concat_puts_the_activation_index_high():
-    # SPEC 1: y = (a << b_bits) | b. a = 3, b = 5 -> 0x35 = 53; a = 15, b = 0 -> 0xF0 = 240;
+    # contract 1: y = (a << b_bits) | b. a = 3, b = 5 -> 0x35 = 53; a = 15, b = 0 -> 0xF0 = 240;
     # a_bits = 3, b_bits = 2: a = 5, b = 2 -> 0b101_10 = 22.
     p = {"a_bits": 4, "b_bits": 4, "lanes": 2, "pipeline": 0}
     out = beats.kllm_concat.expected(p, {"i": {"a": [[3, 15]], "b": [[5, 0]]}})
@@ -98,7 +98,7 @@ def test_orizuru_top_and_bottom_two():
 
 
 def test_orizuru_total_order_of_zeros_infinities_and_nans():
-    # SPEC 3 totalOrder: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+    # contract 3 totalOrder: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
     # Lanes: +0, -0, +inf, -inf, +NaN (0x7E00), 1.0, -NaN (0xFE00), 2.0.
     # Largest two: +NaN (lane 4), +inf (lane 2); smallest two: -NaN (lane 6), -inf (lane 3).
     # Mask: lanes 2, 3, 4, 6 = 4 + 8 + 16 + 64 = 92.
@@ -110,7 +110,7 @@ def test_orizuru_total_order_of_zeros_infinities_and_nans():
 
 
 def test_orizuru_wide_vectors_arrive_in_beats_of_1024():
-    # SPEC 3: up to 1024 values per beat; n = 2048 is two beats, lane j of beat b is element
+    # contract 3: up to 1024 values per beat; n = 2048 is two beats, lane j of beat b is element
     # 1024 b + j. All 1.0 except element 1500 = 2.0 (beat 1, lane 476) and element 10 = -1.0.
     assert MAX_BEAT_LANES == 1024
     assert [beat_lanes(n) for n in (2, 16, 1024, 2048, 4096)] == [2, 16, 1024, 1024, 1024]
@@ -207,7 +207,7 @@ def test_dequantizer_streams_must_agree(change, message):
 
 
 def test_dequantizer_stimulus_round_trips_through_the_encoder():
-    # Chunks from golden.oaken's encoder decode within the reconstruction bound of SPEC 4:
+    # Chunks from golden.oaken's encoder decode within the reconstruction bound of contract 4:
     # the decoded values of a middle element stay within the middle range +- its step.
     p = {"lanes": 4, "vec_len": 8, "data_bits": 8, "frac_bits": 4, "pipeline": 7}
     inputs = beats.oaken_dequantizer.stimulus(np.random.default_rng(2), p, 30)

@@ -1,4 +1,4 @@
-"""Golden models of KLLM (golden/kllm.py) against independent formulations and hand values.
+"""Golden models of KLLM (golden/kllm/) against independent formulations and hand values.
 
 Counter: a Python loop, a one-hot sum and integer bincounts per weight value. MatMuls: the
 dense float MatMul of the dequantized operands. Nothing here is copied from the model's output.
@@ -361,9 +361,9 @@ def test_split_outliers_tie_rule_is_orizurus():
 
 @pytest.mark.parametrize("n,k,fraction", [(16, 2, 0.25), (64, 3, 0.09), (8, 4, 1.0)])
 def test_split_outliers_mask_is_orizurus_mask(n, k, fraction):
-    """The algorithm's outlier set is exactly Orizuru's mask (golden.orizuru), on vectors full
+    """The algorithm's outlier set is exactly Orizuru's mask (golden.kllm.orizuru), on vectors full
     of ties and signed zeros: few distinct binary16 values, both zeros among them."""
-    from qllm_cores.golden.orizuru import orizuru
+    from qllm_cores.golden.kllm.orizuru import orizuru
 
     assert outliers_per_side(n, fraction) == k
     rng = np.random.default_rng(n + k)

@@ -1,4 +1,5 @@
-"""Golden model of ``kllm_column`` (golden/kllm.py, SPEC section 7) against independent models.
+"""Golden model of ``kllm_column`` (golden/kllm/column.py, contract section 7) against independent
+models.
 
 The weighted sum is checked against an exact model written here from the IEEE 754 definitions:
 binary16 patterns decoded by hand into Python :class:`~fractions.Fraction` values, every
@@ -15,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from qllm_cores.golden.beats import kllm_column
+from qllm_cores.golden.kllm.beats import kllm_column
 from qllm_cores.golden.kllm import (
     COLUMN_NAN, column_counts, column_float_reference, column_outputs, column_weighted_sum,
     counter_width, load_codebook, reductions_to_beats,
@@ -123,7 +124,7 @@ def encode_fp16(x):
 
 
 def exact_weighted_sum(counts, codebook):
-    """SPEC 7 on exact fractions: bins ascending, zero counts skipped, RNE at every step."""
+    """contract 7 on exact fractions: bins ascending, zero counts skipped, RNE at every step."""
     acc = Fraction(0)
     for count, bits in zip(counts, codebook):
         if count:

@@ -1,7 +1,7 @@
-"""Golden model of Oaken (golden/oaken.py) against hand values and independent formulations.
+"""Golden model of Oaken (golden/oaken/online.py) against hand values and independent formulations.
 
 References written here, not taken from the model: a scalar if/elif classifier straight from
-SPEC section 4's inequalities; a bit-by-bit COO unpacker; chunks whose codes, COO entries,
+contract section 4's inequalities; a bit-by-bit COO unpacker; chunks whose codes, COO entries,
 metadata and reconstructions are worked out by hand; error bounds derived from the step size
 and the fixed-point rounding; the float reference of the paper's algorithm.
 """
@@ -18,7 +18,7 @@ TH = (-100, -10, 10, 100)
 
 
 def classify(x, t_lo_o, t_lo_i, t_hi_i, t_hi_o):
-    """SPEC section 4 for one value: (group, side, s), written as plain branches."""
+    """contract section 4 for one value: (group, side, s), written as plain branches."""
     if x > t_hi_o:
         return OUTER, 1, x - t_hi_o
     if x < t_lo_o:

@@ -1,4 +1,4 @@
-"""Oaken offline threshold profiling, baselines and bit counts (golden/oaken_profile.py, report).
+"""Oaken offline threshold profiling, baselines and bit counts (golden/oaken/, report).
 
 References written here, not taken from the model: per-run cut points from ``heapq`` topK
 selections and their mean as an exact ``Fraction``; data whose order statistics are known in
@@ -21,12 +21,12 @@ from qllm_cores.golden.oaken import (
     INNER, MIDDLE, OUTER, decompose, dequantize_vector, quantize_dequantize_float,
     quantize_vector,
 )
-from qllm_cores.golden.oaken_profile import (
+from qllm_cores.golden.oaken import (
     atom_like, coo23_mixed, effective_bitwidth, error_metrics, group_fractions, kivi_like,
     oaken_chunk_bits, oaken_float_roundtrip, oaken_roundtrip, per_token_int4, profile_layers,
     profile_thresholds, run_cut_points, synthetic_kv, topk_counts,
 )
-from qllm_cores.golden.oaken_report import main
+from qllm_cores.golden.oaken.report import main
 
 ROOT = Path(__file__).resolve().parent.parent
 TH = (-100, -10, 10, 100)
@@ -484,7 +484,7 @@ def test_report_rejects_bad_arguments(argv, match, capsys):
 
 
 def test_report_runs_as_a_module():
-    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.oaken_report", *SMALL,
+    res = subprocess.run([sys.executable, "-m", "qllm_cores.golden.oaken.report", *SMALL,
                           "--seed", "3"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

@@ -1,4 +1,5 @@
-"""Golden model of Orizuru (golden/orizuru.py) against independent formulations and hand values.
+"""Golden model of Orizuru (golden/kllm/orizuru.py) against independent formulations and hand
+values.
 
 References written here, not taken from the model: a sign-magnitude totalOrder rank checked
 against float16 arithmetic; numpy sorting (multisets of the top-k/bottom-k values, and the exact
@@ -12,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from qllm_cores.golden.orizuru import (
+from qllm_cores.golden.kllm.orizuru import (
     comparison_count, orizuru, orizuru_beats, pack_mask, total_order_key, unpack_mask,
 )
 

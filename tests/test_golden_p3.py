@@ -1,9 +1,9 @@
-"""Golden model of P3-LLM (golden/p3.py, golden/p3_report.py) against independent formulations.
+"""Golden model of P3-LLM (golden/p3/, golden/p3/report.py) against independent formulations.
 
 References written here, not taken from the model: FP8-E4M3 from ``ml_dtypes`` and from a
 textbook ``(1 + m/8) 2^(e-7)`` decode; FP8-S0E4M4 as the top byte of an FP16 magnitude and a
 brute-force nearest search over all 256 codes for every non-negative FP16; BitMoD as a
-per-element loop over each variant's value list; a scalar, bit-string decode of SPEC section 5
+per-element loop over each variant's value list; a scalar, bit-string decode of contract section 5
 and a plain Python loop of the PE (Python integers, wrap by modulo); exact float64 dot products
 of decoded values.
 """
@@ -52,7 +52,7 @@ def weight_real(code, wgt_fmt, sv_sel, zp):
 
 
 def ref_term(a, w, act_fmt, wgt_fmt, sv_sel, zp):
-    """(term, nan) of one lane, from SPEC section 5's words, on Python integers."""
+    """(term, nan) of one lane, from contract section 5's words, on Python integers."""
     a = int(a)
     if act_fmt == 0:
         sign, e, m = a >> 7, (a >> 3) & 0xF, a & 0x7

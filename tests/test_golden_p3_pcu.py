@@ -1,7 +1,7 @@
-"""Golden model of the P3-LLM PIM compute unit (``golden.p3.pcu_run``, SPEC section 9) and its
-beat adapter (``golden.beats.p3_pcu``).
+"""Golden model of the P3-LLM PIM compute unit (``golden.p3.pe.pcu_run``, contract section 9) and its
+beat adapter (``golden.p3.beats.p3_pcu``).
 
-References: the PE model :func:`golden.p3.pe_run` run per PE and per slot (slot bookkeeping
+References: the PE model :func:`golden.p3.pe.pe_run` run per PE and per slot (slot bookkeeping
 written here), a hand-worked stream, and a float64 reference independent of the integer model
 (E4M3 from ``ml_dtypes``, S0E4M4 as ``(1 + m/16) 2^(e-15)`` / ``m/16 2^-14``, BitMoD and INT4
 weights as real values) checked exactly against ``acc * 2^-10 * unit`` / ``acc * 2^-18 * unit``.
@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from qllm_cores.golden import beats, p3
+from qllm_cores.golden import p3
+from qllm_cores.golden.p3 import beats
 from qllm_cores.verif.payload import PayloadCodec
 
 INT32_MIN, INT32_MAX = -2 ** 31, 2 ** 31 - 1
@@ -312,7 +313,7 @@ def test_adapter_stimulus_runs_and_gives_one_output_per_last(pes, reuse):
     p = _params(pes, reuse)
     inputs = beats.p3_pcu.stimulus(np.random.default_rng(2), p, 4000)
     i = inputs["i"]
-    # (no slot field at reuse 1: SPEC 9's ceil(log2 reuse) bits are none)
+    # (no slot field at reuse 1: contract 9's ceil(log2 reuse) bits are none)
     assert set(inputs) == {"i"} and set(i) == set(FIELDS) | ({"slot"} if reuse > 1 else set())
     shapes = {"act": (4000, 4), "wgt": (4000, pes, 4), "sv_sel": (4000, pes),
               "zp": (4000, pes)}
@@ -374,7 +375,7 @@ def test_adapter_accepts_a_zero_slot_at_reuse_1_and_checks_pes():
 
 def _layout(pes, reuse, port):
     """A payload description as gen.verilog.layout_description writes it (the unit's RTL is
-    not needed): fields in SPEC 9's order, ``slot`` ceil(log2 reuse) bits (none at reuse 1)."""
+    not needed): fields in contract 9's order, ``slot`` ceil(log2 reuse) bits (none at reuse 1)."""
     def uint(width, signed=False):
         return {"kind": "int", "width": width, "signed": signed}
 
@@ -399,7 +400,7 @@ def _layout(pes, reuse, port):
 
 @pytest.mark.parametrize("pes, reuse", [(16, 1), (16, 2), (2, 1)])
 def test_adapter_beats_pack_into_the_spec_layout(pes, reuse):
-    # The adapter's beats pack into (and unpack from) the SPEC 9 layout (no slot at reuse 1).
+    # The adapter's beats pack into (and unpack from) the contract 9 layout (no slot at reuse 1).
     p = _params(pes, reuse)
     inputs = beats.p3_pcu.stimulus(np.random.default_rng(5), p, 60)
     outputs = beats.p3_pcu.expected(p, inputs)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qllm_cores.golden import p3
-from qllm_cores.golden import p3_report
+from qllm_cores.golden.p3 import report as p3_report
 from tests.test_golden_p3 import (e4m3_value, random_stream, ref_pe, run_model, s0e4m4_value,
                                   weight_real)
 
@@ -283,9 +283,9 @@ def test_report_metrics():
 
 
 def test_golden_never_imports_hdl():
-    code = ("import sys, golden.p3, golden.p3_report; "
+    code = ("import sys, golden.p3, golden.p3.report; "
             "sys.exit(any(m == 'hdl' or m.startswith('hdl.') for m in sys.modules))")
-    root = Path(p3.__file__).resolve().parent.parent
+    root = Path(p3.__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 
 

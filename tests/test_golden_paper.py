@@ -1,4 +1,4 @@
-"""``python -m qllm_cores.golden.paper``: the papers' numbers next to ours (golden/paper.py).
+"""``python -m qllm_cores.golden.paper``: the papers' numbers next to ours (golden/paper/).
 
 Expected values here come from the papers (quoted, and checked against the paper text when
 ``../shared/papers`` is present) or from first-principles arithmetic written in this file,
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qllm_cores.golden import kllm, orizuru, paper
+from qllm_cores.golden import kllm, paper
+from qllm_cores.golden.kllm import orizuru
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = ROOT.parent / "shared" / "papers"
@@ -252,7 +253,7 @@ def test_oaken_bits_from_the_format_definition():
     # every element costs a 4-bit dense code, every outlier one 8-bit entry
     assert r["bits_no_meta"] == pytest.approx(4 + 8 * r["outlier_fraction"], abs=1e-12)
     assert abs(r["outlier_fraction"] - 0.10) < 0.015   # profiled for 4 + 6 %
-    # the golden chunk adds 6 metadata values of 16 + 8 + 2 bits per 64 elements (SPEC 4)
+    # the golden chunk adds 6 metadata values of 16 + 8 + 2 bits per 64 elements (contract 4)
     assert r["bits_chunk_meta"] - r["bits_no_meta"] == pytest.approx(6 * 26 / 64, abs=1e-12)
 
 

@@ -168,7 +168,7 @@ def test_synthesis_keeps_one_flop_per_output_bit(tmp_path, target):
     params = {"a_bits": 3, "b_bits": 4, "lanes": 16}
     source = generate("kllm_concat", params, tmp_path / "v")
     result = synth(source, "kllm_concat", target, tmp_path / "synth")
-    # SPEC: the output is registered: lanes x (a_bits + b_bits) payload bits plus o.valid.
+    # the contract: the output is registered: lanes x (a_bits + b_bits) payload bits plus o.valid.
     flops = 16 * 7 + 1
     if target == "cmos":
         assert result.metrics["uncosted_cells"] == 0

@@ -252,7 +252,7 @@ def test_synthesis_of_a_small_counter_keeps_both_banks(tmp_path, pipeline):
 def _running_out_of_range(idx, weights, mask, last, bins, width, mode):
     """Per reduction, per bin: whether the bin's running count after some beat left the
     counter's range (kk: above 2**width - 1; ik: outside the signed width-bit range). Written
-    from SPEC section 7's overflow rule, independently of the RTL."""
+    from contract section 7's overflow rule, independently of the RTL."""
     flags, start = [], 0
     for end in np.flatnonzero(last):
         beats = slice(start, end + 1)

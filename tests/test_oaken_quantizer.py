@@ -13,7 +13,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from qllm_cores.gen import generate
-from qllm_cores.golden.beats import MODELS
+from qllm_cores.golden.adapters import MODELS
 from qllm_cores.golden.oaken import quantize_vector
 from qllm_cores.hdl.oaken.decomposer import OakenDecomposer
 from qllm_cores.hdl.oaken.dequantizer.dequantizer import OakenDequantizer

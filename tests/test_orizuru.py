@@ -8,7 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from qllm_cores.gen.verilog import convert
-from qllm_cores.golden.orizuru import orizuru_beats, total_order_key
+from qllm_cores.golden.kllm.orizuru import orizuru_beats, total_order_key
 from qllm_cores.hdl.common.fp16 import Fp16TotalOrderCompare
 from qllm_cores.hdl.kllm.orizuru.orizuru import (DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan,
     cycles_per_vector)

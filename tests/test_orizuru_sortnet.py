@@ -10,7 +10,7 @@ import pytest
 from amaranth.hdl import Fragment
 
 from qllm_cores.gen.verilog import convert
-from qllm_cores.golden.orizuru import orizuru_beats
+from qllm_cores.golden.kllm.orizuru import orizuru_beats
 from qllm_cores.hdl.kllm.orizuru import sortnet
 from qllm_cores.hdl.kllm.orizuru.sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PIPELINE, MAX_PIPELINE,
                                  FULL_MERGE_SLACK, OrizuruSortnet, FullMergeBlock,

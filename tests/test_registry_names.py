@@ -3,11 +3,11 @@
 """One name finds everything: every registered unit names its golden adapter, bench and doc, and
 the adapter speaks the unit's ports and payload fields.
 
-The adapter (:mod:`golden.beats`) is what the benches and the board host compare the RTL with;
-these tests check that it fits the unit it is registered for: at the unit's parameters its
-stimulus has exactly the unit's input ports and payload fields (in range, in the layout's
-shapes) and its expected output exactly the output ports and fields, with one beat count per
-port.
+The adapter (in its paper's ``golden.<paper>.beats``) is what the benches and the board host
+compare the RTL with; these tests check that it fits the unit it is registered for: at the
+unit's parameters its stimulus has exactly the unit's input ports and payload fields (in range,
+in the layout's shapes) and its expected output exactly the output ports and fields, with one
+beat count per port.
 """
 
 import gc
@@ -19,7 +19,8 @@ import pytest
 
 from qllm_cores.gen.registry import UNITS, load_object, resolve_params
 from qllm_cores.gen.verilog import port_description
-from qllm_cores.golden.beats import MODELS, BeatModel
+from qllm_cores.golden.adapters import MODELS
+from qllm_cores.golden.common.beats import BeatModel
 from qllm_cores.verif.bench import golden_model
 from qllm_cores.verif.payload import PayloadCodec
 
@@ -54,12 +55,13 @@ def _case_id(case):
 def test_golden_names_a_beat_model(unit):
     spec = UNITS[unit]
     assert spec.golden is not None, unit
-    assert spec.golden.startswith("qllm_cores.golden.beats:"), spec.golden
+    module, _, name = spec.golden.partition(":")
+    assert module.startswith("qllm_cores.golden.") and module.endswith(".beats"), spec.golden
     model = load_object(spec.golden)
     assert isinstance(model, BeatModel)
     assert model is golden_model(unit)
     assert MODELS[model.name] is model
-    assert spec.golden == f"qllm_cores.golden.beats:{model.name}"
+    assert name == model.name, spec.golden
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
@@ -97,7 +99,7 @@ def test_every_adapter_serves_a_unit():
 
 def test_load_object():
     assert load_object("qllm_cores.gen.registry:UNITS") is UNITS
-    assert load_object("qllm_cores.golden.beats:BeatModel.same") is BeatModel.same
+    assert load_object("qllm_cores.golden.common.beats:BeatModel.same") is BeatModel.same
     for bad in ("qllm_cores.gen.registry", "gen.registry:", ":UNITS"):
         with pytest.raises(ValueError, match="module:name"):
             load_object(bad)

@@ -8,9 +8,11 @@
 
 import argparse
 import json
+import multiprocessing
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from qllm_cores.gen import UNITS
@@ -18,6 +20,24 @@ from qllm_cores.gen.registry import load_object, parse_assignment
 
 from .runner import ROOT, BenchFailure, primitive_models, run_testbench, tool_environment
 
+
+def _run_bench(unit, overrides, args):
+    """Run one unit's bench: ``(status, unit, line)``, status ``"pass"``, ``"fail"`` or
+    ``"error"`` (bad parameters; ``line`` is the message)."""
+    started = time.perf_counter()
+    try:
+        metrics = run_testbench(unit, overrides, config=args.config, seed=args.seed,
+                                waves=args.waves or None, name="cli")
+    except (ValueError, TypeError) as error:
+        return "error", unit, str(error)
+    except BenchFailure as error:
+        return "fail", unit, f"FAIL {unit}: {error}"
+    seconds = time.perf_counter() - started
+    rates = [f"{name}: {m['beats']} beats at {m['beats_per_second']:.0f}/s"
+             for name, m in metrics.items()
+             if isinstance(m, dict) and "beats_per_second" in m]
+    return "pass", unit, (f"PASS {unit} {metrics['manifest']['params']}: {metrics['tests']} "
+                          f"tests in {seconds:.1f} s; {'; '.join(rates)}")
 
 
 def _sim(args):
@@ -30,25 +50,31 @@ def _sim(args):
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    failed = []
-    for unit in units:
-        started = time.perf_counter()
-        try:
-            metrics = run_testbench(unit, overrides, config=args.config, seed=args.seed,
-                                    waves=args.waves or None, name="cli")
-        except (ValueError, TypeError) as error:
-            print(f"error: {error}", file=sys.stderr)
+    jobs = min(args.jobs or 1, len(units))
+    if jobs == 1:
+        return _report_benches(_run_bench(unit, overrides, args) for unit in units)
+    # Benches of different units build and run independently (each in its own build folder):
+    # a process each, results printed as they finish.
+    with ProcessPoolExecutor(max_workers=jobs,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_run_bench, unit, overrides, args) for unit in units]
+        status = _report_benches(future.result() for future in as_completed(futures))
+        if status == 2:
+            for future in futures:
+                future.cancel()
+        return status
+
+
+def _report_benches(outcomes):
+    """Print each bench's line as it comes; exit status 0 (all pass), 1 (a bench failed) or
+    2 (bad parameters, reported at the first)."""
+    failed = False
+    for status, _, line in outcomes:
+        if status == "error":
+            print(f"error: {line}", file=sys.stderr)
             return 2
-        except BenchFailure as error:
-            print(f"FAIL {unit}: {error}")
-            failed.append(unit)
-            continue
-        seconds = time.perf_counter() - started
-        rates = [f"{name}: {m['beats']} beats at {m['beats_per_second']:.0f}/s"
-                 for name, m in metrics.items()
-                 if isinstance(m, dict) and "beats_per_second" in m]
-        print(f"PASS {unit} {metrics['manifest']['params']}: {metrics['tests']} tests "
-              f"in {seconds:.1f} s; {'; '.join(rates)}")
+        print(line, flush=True)
+        failed |= status == "fail"
     return 1 if failed else 0
 
 
@@ -114,6 +140,17 @@ def _lint(args):
     return status
 
 
+def positive_jobs(text):
+    """``--jobs``: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="qllm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -124,6 +161,7 @@ def main(argv=None):
     sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sim.add_argument("--seed", type=int, help="random seed (default QLLM_SEED or 1)")
     sim.add_argument("--waves", action="store_true", help="write dump.fst (or set WAVES=1)")
+    sim.add_argument("--jobs", type=positive_jobs, help="benches at a time (default 1)")
     lint = sub.add_parser("lint", help="verilator --lint-only -Wall on generated Verilog")
     lint.add_argument("--dir", default="build/verilog")
     bench = sub.add_parser("bench", help="print throughput measured in simulation")

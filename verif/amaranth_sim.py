@@ -3,8 +3,8 @@ golden adapter, every output beat collected by field name, no Verilog and no C++
 
 The cocotb benches (:mod:`verif.bench`) run the generated Verilog under Verilator; this harness
 runs the Amaranth description itself under :class:`amaranth.sim.Simulator`, so two independent
-simulators check every unit against the same :class:`golden.beats.BeatModel` on a machine with
-pip alone (``tests/test_amaranth_sim.py``). It applies the stream rules the benches apply:
+simulators check every unit against the same :class:`golden.common.beats.BeatModel` on a machine
+with pip alone (``tests/test_amaranth_sim.py``). It applies the stream rules the benches apply:
 random gaps on every input's ``valid`` (a beat, once offered, is held until taken) and on every
 output's ``ready``, and a waiting output beat must keep ``valid`` and its payload.
 """
@@ -55,7 +55,7 @@ def simulate_streams(dut, inputs: dict, *, rng: np.random.Generator,
     Every input port is driven on its own (a unit whose streams must agree takes them in any
     arrival order the stream rules allow); ``valid_probability`` is the chance a free input
     offers its next beat in a cycle, ``ready_probability`` the chance an output is ready.
-    ``order`` (the input port of every beat, e.g. :attr:`golden.beats.BeatModel.order`), if
+    ``order`` (the input port of every beat, e.g. :attr:`golden.common.beats.BeatModel.order`), if
     given, serializes the inputs: a port offers its next beat only when it is the next in
     ``order`` (for a unit whose result depends on the arrival order across its inputs, such
     as ``kllm_column``'s codebook load before the reductions).

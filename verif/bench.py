@@ -36,8 +36,9 @@ def load_manifest(path=None):
 
 
 def golden_model(unit):
-    """The beat-level golden adapter of registered ``unit`` (a :class:`golden.beats.BeatModel`
-    named by ``UNITS[unit].golden``), or None if the registry names none.
+    """The beat-level golden adapter of registered ``unit`` (a
+    :class:`golden.common.beats.BeatModel` named by ``UNITS[unit].golden``), or None if the registry
+    names none.
 
     Raises
     ------

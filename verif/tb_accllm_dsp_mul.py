@@ -1,6 +1,6 @@
 """cocotb test bench for ``accllm_dsp_mul`` (and its baseline ``accllm_plain_mul``).
 
-Every output is compared with the unit's golden adapter :data:`golden.beats.accllm_mul` (the
+Every output is compared with the unit's golden adapter :data:`golden.accllm.beats.accllm_mul` (the
 exact products ``x * w``, or their run sums with ``acc_depth`` > 1) and, for the DSP48E2 layout
 (targets ``generic`` and ``xilinx``), the adapter's products are cross-checked against the
 golden packed arithmetic of :mod:`golden.accllm` (``pack_w8``/``extract_w8``,

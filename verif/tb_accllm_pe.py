@@ -1,8 +1,8 @@
-"""cocotb test bench for ``accllm_pe`` (SPEC section 10).
+"""cocotb test bench for ``accllm_pe`` (contract section 10).
 
 Every output beat (``s1``, ``s2``, ``overflow``) is compared bit for bit with the golden adapter
-:data:`golden.beats.accllm_pe` (:func:`golden.accllm.pe_run`); the stream monitor checks the
-transfer rules on every cycle.
+:data:`golden.accllm.beats.accllm_pe` (:func:`golden.accllm.pe.pe_run`); the stream monitor checks
+the transfer rules on every cycle.
 
 Tests
 -----
@@ -16,7 +16,7 @@ exhaustive_single_products
     (the mode changes on almost every beat) and sent back to back with ``o.ready`` high: the unit
     must take one beat per cycle (a refused beat fails). w8: every (x1, w1) and every (x1, w2);
     w4: every (x1, w1, w2) of 4-bit weights (random bits above); w4 KV4: every (x1, q1, zp) and
-    (x1, q2, zp); w2: every (x1, x2, w1, w2) -- for 8-bit X the B-port overflow of SPEC 6 is
+    (x1, q2, zp); w2: every (x1, x2, w1, w2) -- for 8-bit X the B-port overflow of contract 6 is
     among them. ``QLLM_EXHAUSTIVE=small`` keeps w2 to every (x1, x2) corner x (w1, w2).
 mode_changes
     Dot products whose beats cycle through w8, w4, w4 KV4 and w2 (and random orders), back to

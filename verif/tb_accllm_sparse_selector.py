@@ -1,9 +1,10 @@
 """cocotb test bench for ``accllm_sparse_selector`` against its golden adapter
-:data:`golden.beats.accllm_sparse_selector` (:func:`golden.accllm.select_by_index`).
+:data:`golden.accllm.beats.accllm_sparse_selector`
+(:func:`golden.accllm.sparse_selector.select_by_index`).
 
-Beats from 2:4 masks go through :func:`golden.accllm.sparse_select` (which gives the indices sent
-to the unit, and selected inputs that must equal the adapter's expected outputs); beats with
-arbitrary indices are sent as they are. Every output beat is compared with the adapter's, in
+Beats from 2:4 masks go through :func:`golden.accllm.sparse_selector.sparse_select` (which gives the
+indices sent to the unit, and selected inputs that must equal the adapter's expected outputs); beats
+with arbitrary indices are sent as they are. Every output beat is compared with the adapter's, in
 order, so a lost, duplicated or reordered beat fails; the monitor checks the stream rules.
 
 Tests

@@ -26,7 +26,7 @@ random_vectors_ce_gaps_resets
     20,000) random vectors, each input skewed by its latency so that one product's operands meet;
     random ``ce`` gaps (inputs are randomized while ``ce`` is low and must be ignored) and random
     synchronous resets. Every cycle P is compared with a delay-line reference built on
-    :func:`reference_p`; the reference is checked against ``golden.accllm.dsp48e2_p``.
+    :func:`reference_p`; the reference is checked against ``golden.accllm.dsp_mul.dsp48e2_p``.
 """
 
 import os
@@ -253,7 +253,7 @@ async def random_vectors_ce_gaps_resets(dut):
     try:
         from qllm_cores.golden.accllm import dsp48e2_p
     except ImportError:
-        dut._log.warning("golden.accllm.dsp48e2_p not found: reference not cross-checked")
+        dut._log.warning("golden.accllm.dsp_mul.dsp48e2_p not found: reference not cross-checked")
         return
     index = np.array([i for i, _ in checked])
     rows = np.array([vectors[i] for i in index], dtype=object)
@@ -266,5 +266,5 @@ async def random_vectors_ce_gaps_resets(dut):
     ours = np.array([p for _, p in checked], dtype=np.int64)
     mismatch = np.flatnonzero(golden != ours)
     assert mismatch.size == 0, (
-        f"reference_p disagrees with golden.accllm.dsp48e2_p on {mismatch.size} vectors, e.g. "
-        f"{vectors[index[mismatch[0]]]}: {ours[mismatch[0]]} vs {golden[mismatch[0]]}")
+        f"reference_p disagrees with golden.accllm.dsp_mul.dsp48e2_p on {mismatch.size} vectors, "
+        f"e.g. {vectors[index[mismatch[0]]]}: {ours[mismatch[0]]} vs {golden[mismatch[0]]}")

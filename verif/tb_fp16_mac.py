@@ -1,15 +1,16 @@
-"""cocotb test bench for ``fp16_mac`` against its golden adapter :data:`golden.beats.fp16_mac`
-(:func:`golden.fp16_mac.fp16_mac_run`), in either reading (the manifest's ``acc``: ``"fp32"``,
-binary32 accumulation, or ``"fp16"``, binary16 accumulation with the product rounded to
-binary16).
+"""cocotb test bench for ``fp16_mac`` against its golden adapter
+:data:`golden.baselines.beats.fp16_mac` (:func:`golden.baselines.fp16_mac.fp16_mac_run`), in either
+reading (the manifest's ``acc``: ``"fp32"``, binary32 accumulation, or ``"fp16"``, binary16
+accumulation with the product rounded to binary16).
 
-A stimulus is a dict of beat arrays ``a``, ``b`` (binary16 bit patterns), ``first`` and
-``last``; the expected output is the golden model's binary32 (binary16) pattern for every
-``last`` beat. Outputs are compared with the adapter's ``acc`` comparison,
-:func:`golden.fp16_mac.fp32_match` (any binary32 NaN equals any NaN, all else bit for bit,
-signs of zeros and infinities included; binary16 results bit for bit, the golden model giving
-the canonical NaN), and every NaN the RTL emits must be the documented
-:data:`golden.fp16_mac.CANONICAL_NAN` (:data:`golden.fp16_mac.CANONICAL_NAN_FP16`).
+A stimulus is a dict of beat arrays ``a``, ``b`` (binary16 bit patterns), ``first`` and ``last``;
+the expected output is the golden model's binary32 (binary16) pattern for every ``last`` beat.
+Outputs are compared with the adapter's ``acc`` comparison,
+:func:`golden.baselines.fp16_mac.fp32_match` (any binary32 NaN equals any NaN, all else bit for bit,
+signs of zeros and infinities included; binary16 results bit for bit, the golden model giving the
+canonical NaN), and every NaN the RTL emits must be the documented
+:data:`golden.baselines.fp16_mac.CANONICAL_NAN`
+(:data:`golden.baselines.fp16_mac.CANONICAL_NAN_FP16`).
 
 Tests
 -----
@@ -51,7 +52,8 @@ import time
 import cocotb
 import numpy as np
 
-from qllm_cores.golden.fp16_mac import CANONICAL_NAN, CANONICAL_NAN_FP16, fp16_is_nan, fp32_is_nan
+from qllm_cores.golden.baselines.fp16_mac import (CANONICAL_NAN, CANONICAL_NAN_FP16, fp16_is_nan,
+                                                  fp32_is_nan)
 from qllm_cores.verif.bench import Bench, record_metrics
 
 #: binary16 patterns at and around every class boundary.

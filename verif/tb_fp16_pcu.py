@@ -1,12 +1,12 @@
-"""cocotb test bench for ``fp16_pcu`` against its golden adapter :data:`golden.beats.fp16_pcu`
-(:func:`golden.fp16_mac.fp16_mac_run` per lane).
+"""cocotb test bench for ``fp16_pcu`` against its golden adapter
+:data:`golden.baselines.beats.fp16_pcu` (:func:`golden.baselines.fp16_mac.fp16_mac_run` per lane).
 
 A stimulus is a dict of beat arrays ``act`` (beats,), ``wgt`` (beats, lanes) (binary16 bit
 patterns), ``first`` and ``last``; the expected output is, for every ``last`` beat, each lane's
 binary32 pattern from the golden MAC over ``(act, wgt[:, j])``. Every result of every lane is
-compared with the adapter's ``acc`` comparison, :func:`golden.fp16_mac.fp32_match` (any NaN
-equals any NaN, all else bit for bit), and every NaN the RTL emits must be the documented
-:data:`golden.fp16_mac.CANONICAL_NAN`.
+compared with the adapter's ``acc`` comparison, :func:`golden.baselines.fp16_mac.fp32_match` (any
+NaN equals any NaN, all else bit for bit), and every NaN the RTL emits must be the documented
+:data:`golden.baselines.fp16_mac.CANONICAL_NAN`.
 
 Tests
 -----
@@ -43,7 +43,7 @@ import time
 import cocotb
 import numpy as np
 
-from qllm_cores.golden.fp16_mac import CANONICAL_NAN, fp32_is_nan
+from qllm_cores.golden.baselines.fp16_mac import CANONICAL_NAN, fp32_is_nan
 from qllm_cores.verif.bench import Bench, record_metrics
 from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, random_fp16
 from qllm_cores.verif.tb_fp16_mac import directed_beats as mac_directed_beats

@@ -1,6 +1,6 @@
-"""cocotb test bench for ``kllm_column`` (SPEC section 7) against its golden model
-(:func:`golden.kllm.column_outputs`, :func:`golden.kllm.load_codebook`; the beat adapter
-:data:`golden.beats.kllm_column` uses the same functions).
+"""cocotb test bench for ``kllm_column`` (contract section 7) against its golden model
+(:func:`golden.kllm.column.column_outputs`, :func:`golden.kllm.column.load_codebook`; the beat
+adapter :data:`golden.kllm.beats.kllm_column` uses the same functions).
 
 A run is a list of segments: an optional codebook load (``cb`` beats) followed by reductions
 (``i`` beats). A reduction of K entries takes ``ceil(K / n_inputs)`` beats; the lanes after its
@@ -37,10 +37,10 @@ random_reductions_backpressure
     patterns with NaNs and infinities, a few special entries; full loads, loads ended early,
     loads with extra beats). Random gaps on ``cb`` and ``i`` valid and ``o`` ready.
 overflow_boundaries
-    The bin counters at their limits (width :func:`golden.kllm.counter_width` of the manifest's
-    ``max_len``): K = max_len in one bin (ik: with the most negative and the most positive
-    weight) must not overflow, one count more must; in ik mode a running count that leaves the
-    range and comes back still overflows. A normal reduction follows each one (the flag is per
+    The bin counters at their limits (width :func:`golden.kllm.idx_counter.counter_width` of the
+    manifest's ``max_len``): K = max_len in one bin (ik: with the most negative and the most
+    positive weight) must not overflow, one count more must; in ik mode a running count that leaves
+    the range and comes back still overflows. A normal reduction follows each one (the flag is per
     reduction). Meant for a small ``max_len`` (16 or 40); cheap at 4096 too.
 throughput
     No backpressure: a few reductions of 1, 16 and 256 beats with one bin or every bin
@@ -297,7 +297,7 @@ class Plan:
         return {name: np.concatenate([f[name] for f in self.i_beats]) for name in names}
 
     def expected(self):
-        """The golden :class:`golden.kllm.ColumnOutputs` of every reduction, in order."""
+        """The golden :class:`golden.kllm.column.ColumnOutputs` of every reduction, in order."""
         i = self.all_i_fields()
         return column_outputs(i["a"], i["weight"] if self.ik else i["b"], i["mask"], i["last"],
                               np.array(self.books), self.a_bits, self.b_bits or None,

@@ -1,5 +1,5 @@
 """cocotb test bench for ``kllm_concat`` against its golden adapter
-:data:`golden.beats.kllm_concat` (:func:`golden.kllm.concat_indices`).
+:data:`golden.kllm.beats.kllm_concat` (:func:`golden.kllm.concat.concat_indices`).
 
 Tests
 -----

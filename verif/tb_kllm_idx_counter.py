@@ -1,12 +1,13 @@
 """cocotb test bench for ``kllm_idx_counter`` against its golden adapter
-:data:`golden.beats.kllm_idx_counter` (:func:`golden.kllm.index_distribution` per reduction).
+:data:`golden.kllm.beats.kllm_idx_counter` (:func:`golden.kllm.idx_counter.index_distribution` per
+reduction).
 
 A reduction is a list of K (index, weight, mask) entries. It is sent as ``ceil(K / n_inputs)``
-beats; lanes past K are padding with random indices and mask 0, and ``last`` marks the final
-beat. The expected output is the golden histogram of the reduction (unmasked entries only),
+beats; lanes past K are padding with random indices and mask 0, and ``last`` marks the final beat.
+The expected output is the golden histogram of the reduction (unmasked entries only),
 ``2**idx_bits`` beats in bin order with ``last`` on the final bin; counts wrap modulo
-``2**count_bits`` (two's complement in ik mode), the unit's documented behaviour past
-``max_len``; the manifest's counter width must be :func:`golden.kllm.counter_width`'s.
+``2**count_bits`` (two's complement in ik mode), the unit's documented behaviour past ``max_len``;
+the manifest's counter width must be :func:`golden.kllm.idx_counter.counter_width`'s.
 
 Tests
 -----

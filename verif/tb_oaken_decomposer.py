@@ -1,5 +1,5 @@
 """cocotb test bench for ``oaken_decomposer`` against its golden adapter
-:data:`golden.beats.oaken_decomposer` (:func:`golden.oaken.decompose` per beat).
+:data:`golden.oaken.beats.oaken_decomposer` (:func:`golden.oaken.online.decompose` per beat).
 
 Tests
 -----

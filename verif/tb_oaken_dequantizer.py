@@ -1,17 +1,17 @@
 """cocotb test bench for ``oaken_dequantizer``: golden encode -> RTL dequantize == golden decode.
 
 The expected output beats come from the unit's golden adapter
-:data:`golden.beats.oaken_dequantizer` (the three input streams decoded chunk by chunk with
-:func:`golden.oaken.dequantize_vector`), checked against the decode of the encoded chunks.
+:data:`golden.oaken.beats.oaken_dequantizer` (the three input streams decoded chunk by chunk with
+:func:`golden.oaken.online.dequantize_vector`), checked against the decode of the encoded chunks.
 
 Tests
 -----
 random_chunks_backpressure(density)
     ``QLLM_CHUNKS`` (default 2,000) back-to-back random chunks per outlier density (0 %, 1 %,
     10 %, 50 %, 100 %), each with its own random thresholds (equal thresholds and empty groups
-    included) encoded by :func:`golden.oaken.quantize_vector`; random gaps on ``hdr``,
+    included) encoded by :func:`golden.oaken.online.quantize_vector`; random gaps on ``hdr``,
     ``dense`` and ``coo`` and on ``o.ready``; every output beat compared, in order, with
-    :func:`golden.oaken.dequantize_vector`. ``coo_error`` must stay low.
+    :func:`golden.oaken.online.dequantize_vector`. ``coo_error`` must stay low.
 random_coo_packing
     The same with COO beats of random sizes (0..lanes entries, trailing empty ``last`` beats).
 sustained_rate(density)

@@ -1,9 +1,9 @@
 """cocotb test bench for ``oaken_quantizer``, and the quantizer -> dequantizer round trip.
 
 The expected output beats come from the unit's golden adapter
-:data:`golden.beats.oaken_quantizer` (:func:`golden.oaken.quantize_vector` per chunk, COO beats
-packed full); every bench also checks the adapter's beats against ``quantize_vector`` directly
-(header, codes, and the COO entries read back from the beats).
+:data:`golden.oaken.beats.oaken_quantizer` (:func:`golden.oaken.online.quantize_vector` per chunk,
+COO beats packed full); every bench also checks the adapter's beats against ``quantize_vector``
+directly (header, codes, and the COO entries read back from the beats).
 
 Tests (on ``oaken_quantizer``)
 ------------------------------

@@ -1,5 +1,6 @@
 """cocotb test bench for ``orizuru`` (and its baselines ``orizuru_scan``, ``orizuru_sortnet``)
-against their golden adapter :data:`golden.beats.orizuru` (:func:`golden.orizuru.orizuru_beats`).
+against their golden adapter :data:`golden.kllm.beats.orizuru`
+(:func:`golden.kllm.orizuru.orizuru_beats`).
 
 Tests
 -----
@@ -24,7 +25,7 @@ import os
 import cocotb
 import numpy as np
 
-from qllm_cores.golden.orizuru import beat_lanes
+from qllm_cores.golden.kllm.orizuru import beat_lanes
 from qllm_cores.verif.bench import Bench, record_metrics
 
 POS_ZERO, NEG_ZERO, POS_INF, NEG_INF = 0x0000, 0x8000, 0x7C00, 0xFC00
@@ -60,7 +61,7 @@ def _lanes(bench):
     fields = bench.manifest["ports"]["i"]["payload"]["fields"]
     lanes = next(field for field in fields if field["name"] == "x")["shape"]["length"]
     assert lanes == beat_lanes(bench.params["n"]), (
-        f"{lanes} values per beat, SPEC 3's beat width is {beat_lanes(bench.params['n'])}")
+        f"{lanes} values per beat, contract 3's beat width is {beat_lanes(bench.params['n'])}")
     return lanes
 
 

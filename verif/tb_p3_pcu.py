@@ -1,5 +1,5 @@
-"""cocotb test bench for ``p3_pcu`` against its golden adapter :data:`golden.beats.p3_pcu`
-(:func:`golden.p3.pcu_run`: per slot and PE, SPEC 5's ``p3_pe``).
+"""cocotb test bench for ``p3_pcu`` against its golden adapter :data:`golden.p3.beats.p3_pcu`
+(:func:`golden.p3.pe.pcu_run`: per slot and PE, contract 5's ``p3_pe``).
 
 Tests
 -----

@@ -1,5 +1,5 @@
-"""cocotb test bench for ``p3_pe`` against its golden adapter :data:`golden.beats.p3_pe`
-(:func:`golden.p3.pe_run`).
+"""cocotb test bench for ``p3_pe`` against its golden adapter :data:`golden.p3.beats.p3_pe`
+(:func:`golden.p3.pe.pe_run`).
 
 Tests
 -----

@@ -6,13 +6,13 @@
 board runs the same unit and parameters (identify), sends ``N`` random input beats (or the beats
 of ``--inputs``) packed by the unit's payload layout, receives every output beat, unpacks it by
 field name and compares it with the unit's golden adapter (the registry's ``golden``: a
-:class:`golden.beats.BeatModel`, the one the unit's cocotb bench uses). Mismatches are printed;
-the exit code is 1 on any mismatch, missing or extra beat, bridge error flag or a board that
-stops answering (0 if all is well, 2 for bad arguments or inputs, or a port that cannot be
-opened). The frames and the flow control are those of :mod:`fpga.bridge.protocol`, read from
-the unit's manifest (the board build writes it beside the bitstream; without ``--manifest`` it
-is derived from the registry); the session starts with a break (where the port can send one)
-and reset commands, so it recovers from any earlier state.
+:class:`golden.common.beats.BeatModel`, the one the unit's cocotb bench uses). Mismatches are
+printed; the exit code is 1 on any mismatch, missing or extra beat, bridge error flag or a board
+that stops answering (0 if all is well, 2 for bad arguments or inputs, or a port that cannot be
+opened). The frames and the flow control are those of :mod:`fpga.bridge.protocol`, read from the
+unit's manifest (the board build writes it beside the bitstream; without ``--manifest`` it is
+derived from the registry); the session starts with a break (where the port can send one) and reset
+commands, so it recovers from any earlier state.
 
 Random beats come from the golden adapter's generator (valid stimulus for the unit, e.g. 2:4
 indices for the sparse selector, in an order the unit takes one beat at a time); a unit without
@@ -195,7 +195,7 @@ def run_unit(transport: Transport, unit: str, params: dict | None = None, *,
         The input port (name or index) of every beat, in sending order; default: beat ``b``
         of every port before beat ``b + 1`` of any. The bridge delivers beats one at a time,
         so a unit that needs beats of several streams must get them in an order it takes.
-    golden : golden.beats.BeatModel, optional
+    golden : golden.common.beats.BeatModel, optional
         Overrides the unit's golden adapter (e.g. a deliberately wrong model in tests).
     check_identity : bool
         Refuse a board whose identify reply does not match the unit and parameters.

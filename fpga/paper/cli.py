@@ -134,7 +134,7 @@ def _report(table, outcomes, libraries, fo4) -> str:
     parts += ["## Orizuru comparisons (n = 16, k = 2: the kllm-16 configuration)", "",
               "| count | comparisons |", "|---|---:|",
               f"| KLLM section IV-C: 1.5N + 2k log2(N) | {counts.formula:g} |",
-              f"| golden model (golden.orizuru.comparison_count) | {counts.golden} |",
+              f"| golden model (golden.kllm.orizuru.comparison_count) | {counts.golden} |",
               f"| RTL, unrolled structure: comparators = comparisons per vector | "
               f"{counts.unrolled} |",
               f"| RTL, tree structure (the paper's): comparators in hardware | {counts.tree} |",

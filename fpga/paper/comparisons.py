@@ -76,10 +76,10 @@ class OrizuruCount:
 
 def orizuru_counts(n: int = 16, k: int = 2) -> OrizuruCount:
     """KLLM's ``1.5N + 2k log2(N)``, the golden model's count
-    (:func:`golden.orizuru.comparison_count`) and :func:`rtl_comparators` of the unrolled
+    (:func:`golden.kllm.orizuru.comparison_count`) and :func:`rtl_comparators` of the unrolled
     structure (``pipeline=3``: comparisons per vector) and of the tree structure (the paper's
     time-multiplexed trees: hardware comparators) at ``n`` inputs and ``k`` per side."""
-    from qllm_cores.golden.orizuru import comparison_count
+    from qllm_cores.golden.kllm.orizuru import comparison_count
 
     levels = n.bit_length() - 1
     return OrizuruCount(

@@ -1,5 +1,5 @@
 """One standard-cell run, in a process of its own:
-``python -m qllm_cores.fpga.stdcell.run SPEC.json``.
+``python -m qllm_cores.fpga.stdcell.run the contract.json``.
 
 The native Yosys of the ``pyosys`` wheel (it reads gzipped Liberty files and ships a native
 ``yosys-abc`` whose reports reach the log) synthesises the Verilog once, generically, then maps

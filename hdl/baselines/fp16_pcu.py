@@ -2,7 +2,7 @@
 # (The unit builds its lanes in its constructor: their latency is its own. A unit built only for
 # its signature leaves them unelaborated; the unit itself is still reported by the caller's file.)
 """HBM-PIM PIM compute unit baseline: ``lanes`` FP16 x FP16 MACs, FP32 accumulate, one shared
-activation (P3-LLM section V-C; the baseline of ``p3_pcu``, SPEC section 9).
+activation (P3-LLM section V-C; the baseline of ``p3_pcu``, contract section 9).
 
 The lanes are :class:`hdl.baselines.fp16_mac.fp16_mac.Fp16Mac` instances run in lockstep; this module holds only
 the fan-out of the input beat and the lockstep handshake.

@@ -1,5 +1,5 @@
 """binary32 arithmetic in steps for KLLM's codebook weighted sum (:class:`hdl.kllm.column.
-KllmColumn`, SPEC section 7): the product of an integer count and a binary16 codebook entry
+KllmColumn`, contract section 7): the product of an integer count and a binary16 codebook entry
 rounded to binary32, the binary32 addition rounded to nearest even, and the rounding of a
 binary32 number to binary16.
 

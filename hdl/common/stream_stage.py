@@ -4,7 +4,7 @@ The rules followed are those of :mod:`amaranth.lib.stream`: a transfer happens o
 ``valid`` and ``ready`` are both high; once ``valid`` is high, neither ``valid`` nor ``payload``
 change until the transfer; ``ready`` may depend combinationally on ``valid``.
 
-Every unit takes a ``pipeline`` parameter (SPEC section 0) that chooses its register stages. The
+Every unit takes a ``pipeline`` parameter (contract section 0) that chooses its register stages. The
 pieces here are what the units compose to build them:
 
 * :class:`StallPipeline`: the valid chain and the common clock enable of a fixed-depth pipeline

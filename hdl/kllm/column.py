@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 # (The column builds its Concat array and counter in its constructor: their widths and latency
 # size the column. A column built only for its signature leaves them unelaborated.)
-"""KLLM index-based MatMul column (KLLM section III-B, Fig. 3, Fig. 6; SPEC section 7): the
+"""KLLM index-based MatMul column (KLLM section III-B, Fig. 3, Fig. 6; contract section 7): the
 Concat array, the Index Distribution Counter and the codebook weighted sum in binary32.
 
 The composition and the weighted-sum engine are here; the binary32 steps are in
@@ -68,7 +68,7 @@ class KllmColumn(wiring.Component):
     the codebook and the weighted sum, one MAC for the counter as in the paper's PE lane (32
     counters and 32 FP16 MAC units, Table I).
 
-    Arithmetic (SPEC section 7, bit-exact): for the bins in ascending order whose count is not
+    Arithmetic (contract section 7, bit-exact): for the bins in ascending order whose count is not
     0, ``p = fp32(fp32(count) * fp32(codebook[bin]))`` and ``acc = fp32(acc + p)``, both rounded
     to nearest even, from ``acc = +0.0``; ``y = fp16(acc)`` rounded to nearest even with
     overflow to infinity. Every NaN result is 0x7E00. Readings that size the datapath: a count

@@ -1,4 +1,4 @@
-"""KLLM Concat array (KLLM section III-B and IV-A, SPEC section 1)."""
+"""KLLM Concat array (KLLM section III-B and IV-A, contract section 1)."""
 
 from amaranth.hdl import Cat, Module, unsigned
 from amaranth.lib import data, stream, wiring

@@ -1,4 +1,4 @@
-"""Oaken decomposer: threshold grouping and group shift (Oaken section 4.3-4.4, 5.2; SPEC 4)."""
+"""Oaken decomposer: threshold grouping and group shift (Oaken section 4.3-4.4, 5.2; contract 4)."""
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -15,9 +15,9 @@ CUT_ORDER = ("classify", "skid")
 #: The depth that closes timing at the paper configuration (docs/units/oaken.md, Timing).
 DEFAULT_PIPELINE = 1
 
-#: Group codes on the ``group`` field (SPEC section 4).
+#: Group codes on the ``group`` field (contract section 4).
 MIDDLE, INNER, OUTER = 0, 1, 2
-#: Threshold field names, in SPEC order (lowest first).
+#: Threshold field names, in the contract order (lowest first).
 THRESHOLDS = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")
 
 
@@ -50,7 +50,7 @@ class OakenDecomposer(wiring.Component):
     priority order outer-upper, outer-lower, inner, middle, exactly as
     ``golden.oaken.decompose(..., check_order=False)`` does. ``x == t_hi_o`` is middle
     (upper), ``x == t_lo_o`` middle (lower), ``x == t_lo_i`` and ``x == t_hi_i`` inner, all
-    as SPEC's inequalities say.
+    as the contract's inequalities say.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The P3-LLM PE's arithmetic (P3-LLM section V-C; SPEC sections 5 and 9), shared by
+"""The P3-LLM PE's arithmetic (P3-LLM section V-C; contract sections 5 and 9), shared by
 :class:`~hdl.p3.pe.P3Pe` (one PE) and :class:`~hdl.p3.pcu.P3Pcu` (16 PEs sharing their
 activations).
 

@@ -1,5 +1,5 @@
 """P3-LLM PIM compute unit: 16 PEs sharing one set of FP8 activations (P3-LLM V-C, V-D,
-Fig. 6(c), Fig. 7; SPEC section 9)."""
+Fig. 6(c), Fig. 7; contract section 9)."""
 
 from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -45,7 +45,7 @@ class P3Pcu(wiring.Component):
     set of FP8 activations", each a 4-way dot product (6-bit multipliers, exponent shift, 4:2
     compressor, 32-bit fixed-point accumulator), and section V-D, Fig. 7: the
     throughput-enhanced PCU reuses each weight column read for two activation sets, each with
-    its own accumulators (``reuse`` 2). Every PE is bit-exact with SPEC section 5; SPEC
+    its own accumulators (``reuse`` 2). Every PE is bit-exact with contract section 5; the contract
     section 9 gives the interface.
 
     **What is shared** (measured against 16 separate PEs, docs/units/p3_pcu.md): the four
@@ -63,7 +63,7 @@ class P3Pcu(wiring.Component):
     **Slots.** With ``reuse`` 2 every PE has two accumulator sets; a beat's ``slot`` picks the
     set it updates (its ``first`` clears that set, its ``last`` emits it). The paper's pattern
     is slot 0 / slot 1 pairs sharing one column read (``wgt``, ``sv_sel``, ``zp``, formats),
-    but any sequence of slots is accepted and computed as SPEC 9 says: per slot and PE, the
+    but any sequence of slots is accepted and computed as contract 9 says: per slot and PE, the
     beats of that slot form one ``p3_pe`` stream. Results leave in the order of the ``last``
     beats with their ``slot``. One beat per cycle in both modes: the paper's 2x clock for the
     throughput-enhanced mode is this unit's clock; ``reuse`` 2 halves the column reads per MAC.

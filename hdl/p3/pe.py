@@ -1,4 +1,4 @@
-"""P3-LLM processing element: 4-way FP8 x INT4/BitMoD dot product (P3-LLM V-C; SPEC section 5)."""
+"""P3-LLM processing element: 4-way FP8 x INT4/BitMoD dot product (P3-LLM V-C; contract section 5)."""
 
 from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -25,7 +25,7 @@ class P3Pe(wiring.Component):
     multiplies the signed 5-bit activation significand by the decoded weight in a 6-bit signed
     multiplier, shifts the product by the activation's exponent, reduces the four shifted
     products with a 4:2 compressor tree and accumulates in 32-bit fixed point. There is no
-    floating-point adder and no accumulator alignment. Per SPEC section 5:
+    floating-point adder and no accumulator alignment. Per contract section 5:
 
     * activation ``act_fmt`` 0, FP8-E4M3: ``M5 = ((e != 0) << 4) | (m << 1)``, sign bit 7;
       ``e == 15, m == 7`` is NaN, which contributes 0 and sets ``nan``. ``act_fmt`` 1,

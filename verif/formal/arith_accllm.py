@@ -1,8 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""Arithmetic proof of ``accllm_dsp_mul`` (SPEC section 6): every output beat holds the plain
+"""Arithmetic proof of ``accllm_dsp_mul`` (contract section 6): every output beat holds the plain
 products of the input beat it answers, for all inputs, under any stalls of the output.
 
-The property ``products = x*w`` (:class:`ProductsHarness`), written from the SPEC, never from
+The property ``products = x*w`` (:class:`ProductsHarness`), written from the contract, never from
 the packing:
 
 * modes ``w8`` / ``w4``: ``p1 = x*w1``, ``p2 = x*w2``;
@@ -13,7 +13,7 @@ compared as integers: the weights signed, ``w_bits`` = 8, 4, 2 bits per mode, th
 ``x_bits`` wide, signed or unsigned per ``x_signed``; each product output must be a signed
 ``x_bits + w_bits``-bit field (checked when the harness is built).
 
-Every input is free, so mode ``w2`` includes the B-port correction cases of the SPEC (signed X:
+Every input is free, so mode ``w2`` includes the B-port correction cases of the contract (signed X:
 X2 = -128 with X1 < 0; unsigned X: X2 >= 128, which set B's sign bit) without a case of their
 own; on ``xilinx`` they are the C-port correction table.
 
@@ -67,9 +67,9 @@ from .transaction import TransactionHarness
 __all__ = ["PROPERTY", "ProductsHarness", "ModelProof", "formal_dsp48e2", "proofs"]
 
 PROPERTY = "products = x*w"
-#: SPEC 6: the weight width of each mode.
+#: contract 6: the weight width of each mode.
 W_BITS = {"w8": 8, "w4": 4, "w2": 2}
-#: SPEC 6, Interface: the operands of each product output.
+#: contract 6, Interface: the operands of each product output.
 OPERANDS = {"p1": ("x", "w1"), "p2": ("x", "w2"), "p11": ("x1", "w1"), "p22": ("x2", "w2"),
             "p12": ("x1", "w2"), "p21": ("x2", "w1")}
 #: The DSP48E2 model's ``$fatal`` check of unmodelled modes (see the module docstring).
@@ -89,7 +89,7 @@ class ProductsHarness(TransactionHarness):
         for name in dut.products:
             shape = dut.out_layout.members[name]
             if not shape.signed or shape.width != p_bits:
-                raise ValueError(f"output {name} is {shape!r}; SPEC 6 says signed({p_bits})")
+                raise ValueError(f"output {name} is {shape!r}; contract 6 says signed({p_bits})")
         self.vendor_models = tuple(f"{name}.v" for name in dut.primitives)
         super().__init__(dut, **options)
 

@@ -1,9 +1,9 @@
 # amaranth: UnusedElaboratable=no
-"""Data properties of ``accllm_pe`` (SPEC section 10), its packed multiplier's baseline
-``accllm_plain_mul`` (SPEC section 6) and ``accllm_sparse_selector`` (AccLLM Fig. 10(c)): every
-output beat is what the SPEC (the selector: its documented contract) gives for the input beat it
+"""Data properties of ``accllm_pe`` (contract section 10), its packed multiplier's baseline
+``accllm_plain_mul`` (contract section 6) and ``accllm_sparse_selector`` (AccLLM Fig. 10(c)): every
+output beat is what the contract (the selector: its documented contract) gives for the input beat it
 answers, for every input the assumptions below allow, the output stalled at will. The expected
-values are written here from the SPEC and the unit docs, never from the RTL.
+values are written here from the contract and the unit docs, never from the RTL.
 
 ``s1/s2 = products of one beat`` (:class:`PeProductsHarness`): every input beat is a single-beat
 reduction (``first`` = ``last`` = 1), so its output beat holds that beat's two products alone,
@@ -14,8 +14,8 @@ exact, and ``overflow`` = 0 (``acc_bits`` >= the product width):
   with ``kv4`` the low 4 bits are an unsigned code ``q`` and the weight is ``q - zp`` (-15..15);
 * ``w2`` (mode 2): ``s1 = x1*w1``, ``s2 = x2*w2``, the low 2 bits of the weights signed.
 
-Every field is free on every beat (the unused ones too: the SPEC says they are ignored) and the
-mode is free per beat among 0..2 (3 is reserved: the SPEC gives it no value; the unit decodes
+Every field is free on every beat (the unused ones too: the contract says they are ignored) and the
+mode is free per beat among 0..2 (3 is reserved: the contract gives it no value; the unit decodes
 it as ``w8``, not checked). A row checks the beats of the modes it names (``check=``, default
 all); beats of the other modes still come and go between them. The rows of one target together
 check every mode, but for ``xilinx`` with signed activations in ``w8`` (below). ``acc_bits`` is
@@ -39,13 +39,13 @@ unroll):
 * ``accllm_pe``, ``generic``: every mode at ``x_bits`` = 4, ``pipeline`` 0 and 3 (17 to 36 s).
   At ``x_bits`` = 5 it proves in 33 s (``pipeline`` 0) and 43 s (3) at a load of 3, but 65 and
   100 s at 8, so the rows stay at 4 bits; 6 and 8 are not decided in 120 s. The unit has one
-  multiplier per product whose x and weight are multiplexed by the mode; the SPEC's products
+  multiplier per product whose x and weight are multiplexed by the mode; the contract's products
   are one per mode: the solver must prove the two equal.
 * ``accllm_pe``, ``xilinx`` (the DSP48E2 model read into the proof, :class:`ModelProof`):
 
   - unsigned activations, every mode at ``x_bits`` = 3, ``pipeline`` 0 and 3 (10 to 12 s;
     ``w8`` beats alone at ``pipeline`` 3: 20 s at 4 bits, 68 s at 5);
-  - ``w2`` beats at the full width (``x_bits`` = 8, with the B-port corrections of SPEC 6:
+  - ``w2`` beats at the full width (``x_bits`` = 8, with the B-port corrections of contract 6:
     signed ``X2 = -128`` with ``X1 < 0``; unsigned ``X2 >= 128``, which exists at 8 bits only),
     signed and unsigned, ``pipeline`` 0 and 3 (28 to 41 s);
   - signed ``w4`` beats (KV4 included: the zero point through the pre-adder, D - A) at
@@ -97,7 +97,7 @@ __all__ = ["PeProductsHarness", "SelectorHarness", "pe_weights", "pe_row", "proo
 
 PE_PROPERTY = "s1/s2 = products of one beat"
 SELECTOR_PROPERTY = "x1/x2 = x[4g + idx]"
-#: SPEC 10: the ``mode`` codes (3 is reserved).
+#: contract 10: the ``mode`` codes (3 is reserved).
 W8, W4, W2 = 0, 1, 2
 MODE_NAMES = {W8: "w8", W4: "w4", W2: "w2"}
 #: The selector's inputs per group (2:4: an index picks one of 4).
@@ -113,7 +113,7 @@ def _any(value, codes):
 
 
 def pe_weights(beat, mode):
-    """SPEC 10's weights ``(w1, w2)`` of ``beat`` in ``mode``: ``w8`` all 8 bits signed, ``w4``
+    """contract 10's weights ``(w1, w2)`` of ``beat`` in ``mode``: ``w8`` all 8 bits signed, ``w4``
     the low 4 bits signed (``kv4``: the unsigned code minus ``zp``, exact), ``w2`` the low 2 bits
     signed."""
     weights = []
@@ -131,7 +131,7 @@ def pe_weights(beat, mode):
 
 class PeProductsHarness(TransactionHarness):
     """Each single-beat reduction (``first`` = ``last`` = 1) of ``accllm_pe`` in one of the
-    modes ``modes`` gives the two products of its beat (SPEC 10) and no ``overflow``; every
+    modes ``modes`` gives the two products of its beat (contract 10) and no ``overflow``; every
     beat's mode is free among 0..2. ``vendor_models``: the Verilog models the unit needs, read
     by :class:`~verif.formal.arith_accllm.ModelProof` (``models`` stays empty)."""
 

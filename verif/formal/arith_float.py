@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Data properties of the floating-point MACs ``fp16_mac`` and ``fp16_pcu`` (SPEC sections 0
+"""Data properties of the floating-point MACs ``fp16_mac`` and ``fp16_pcu`` (contract sections 0
 and 5; the contract is :class:`hdl.baselines.fp16_mac.fp16_mac.Fp16Mac`'s docstring): ``acc = fp32(acc + fp32(a) *
 fp32(b))``, one rounding (to nearest, ties to even), binary16 subnormals exact, IEEE infinities
 and NaNs, every NaN result 0x7FC00000, ``first`` starting from +0.0. The expected values are

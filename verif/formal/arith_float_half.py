@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Data properties of ``fp16_mac``'s second reading, ``acc="fp16"`` (SPEC section 5; the
+"""Data properties of ``fp16_mac``'s second reading, ``acc="fp16"`` (contract section 5; the
 contract is :class:`hdl.baselines.fp16_mac.fp16_mac.Fp16Mac`'s docstring): ``acc = fp16(acc + fp16(a * b))``, each
 rounding to nearest, ties to even, binary16 subnormal results, overflow to infinity, every NaN
 result 0x7E00, ``first`` starting from +0.0. The expected values are written here from the IEEE

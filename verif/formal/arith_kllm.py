@@ -1,8 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""Data properties of ``kllm_concat`` (SPEC section 1) and ``kllm_idx_counter`` (SPEC section
-2): every output beat is what the SPEC gives for the input it answers, for every input the
+"""Data properties of ``kllm_concat`` (contract section 1) and ``kllm_idx_counter`` (contract section
+2): every output beat is what the contract gives for the input it answers, for every input the
 assumptions below allow, the output stalled at will. The expected values are written here from
-the SPEC text, never from the RTL.
+the contract text, never from the RTL.
 
 ``y = (a << b_bits) | b`` (:class:`ConcatHarness`): every lane of every output beat, at the
 registry's defaults (16 lanes, ``a_bits`` = ``b_bits`` = 4) at every ``pipeline`` (0, the
@@ -12,7 +12,7 @@ default, to 2), and KLLM-A3's ``a_bits`` = 3. PDR, any environment: the record F
 beats, so the FIFO's assumption never binds.
 
 ``histogram = bincount`` (:class:`HistogramHarness`): the harness builds each reduction's
-histogram from the SPEC as its beats are taken (per bin, the number of unmasked lanes whose
+histogram from the contract as its beats are taken (per bin, the number of unmasked lanes whose
 index is the bin, ``kk``, or the sum of their signed weights, ``ik``, over every beat from the
 one after a ``last`` up to the next ``last``) and records it on the ``last`` beat; the
 ``2**idx_bits`` output beats that follow must carry the bins in order, ``count`` exact (no
@@ -78,7 +78,7 @@ Not proved, and why:
 * reductions longer than 2 beats: the accumulation is the same ``acc + contribution`` at every
   beat; the two-beat rows add to nonzero accumulators, longer ones repeat it.
 * ``overflow=True`` (the sticky flag ``kllm_column`` uses; the harness refuses it) and counts
-  past ``max_len`` (they wrap; the SPEC gives no value): not checked.
+  past ``max_len`` (they wrap; the contract gives no value): not checked.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ HISTOGRAM_PROPERTY = "histogram = bincount"
 
 class ConcatHarness(TransactionHarness):
     """Every output beat of ``kllm_concat`` holds ``y[j] = (a[j] << b_bits) | b[j]`` of the
-    input beat it answers, on every lane (SPEC 1). Unframed, the harness also asserts that the
+    input beat it answers, on every lane (contract 1). Unframed, the harness also asserts that the
     unit never holds more than ``latency`` beats, so that a record FIFO of ``latency + 1``
     entries never holds the environment back."""
 
@@ -124,7 +124,7 @@ class ConcatHarness(TransactionHarness):
 
 
 class HistogramHarness(UnitHarness):
-    """The histograms of ``kllm_idx_counter`` (SPEC 2), reductions of 1 to ``beats`` beats.
+    """The histograms of ``kllm_idx_counter`` (contract 2), reductions of 1 to ``beats`` beats.
 
     The harness keeps the histogram of the reduction being received (``partial``: per bin, the
     number of unmasked lanes with that index, ``kk``, or the sum of their weights, ``ik``, over
@@ -150,7 +150,7 @@ class HistogramHarness(UnitHarness):
             raise ValueError("the histogram harness does not check the overflow flag")
         if dut.n_inputs * beats > dut.max_len:
             raise ValueError(f"{beats} beats of {dut.n_inputs} lanes exceed max_len "
-                             f"{dut.max_len}: the SPEC gives no count past it")
+                             f"{dut.max_len}: the contract gives no count past it")
         self.beats = beats
         self.framed = framed
         self.in_flight = 1 if framed else in_flight or dut.latency
@@ -175,7 +175,7 @@ class HistogramHarness(UnitHarness):
         return life + before + slack
 
     def contribution(self, payload, bin_):
-        """SPEC 2: the beat's addend to bin ``bin_`` (masked lanes count nothing)."""
+        """contract 2: the beat's addend to bin ``bin_`` (masked lanes count nothing)."""
         dut = self.dut
         total = 0
         for lane in range(dut.n_inputs):
@@ -279,7 +279,7 @@ BANK_SHAPE = {"n_inputs": 1, "idx_bits": 2, "max_len": 4}
 LANE_SHAPE = {"n_inputs": 5, "idx_bits": 1, "max_len": 10}
 #: The counter at the registry's default lane count (``kk``, single-beat reductions), 2 bins.
 WIDE_SHAPE = {"n_inputs": 16, "idx_bits": 1, "max_len": 16}
-#: The modes: registry overrides (``ik`` at the SPEC's default weight width).
+#: The modes: registry overrides (``ik`` at the contract's default weight width).
 MODES = {"kk": {"mode": "kk"}, "ik": {"mode": "ik", "weight_bits": 4}}
 #: The counter's PDR rows on :data:`BANK_SHAPE`: ``(mode, pipeline, banks, beats,
 #: in_flight)``; ``pipeline`` None: the registry's default; ``in_flight`` None: the unit's

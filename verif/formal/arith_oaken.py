@@ -1,8 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""Data properties of ``oaken_dequantizer`` (SPEC section 4) and ``oaken_quantizer`` (SPEC
-section 8). The expected values are written here from the SPEC text, never from the RTL.
+"""Data properties of ``oaken_dequantizer`` (contract section 4) and ``oaken_quantizer`` (the contract
+section 8). The expected values are written here from the contract text, never from the RTL.
 
-**Dequantizer: every output element is SPEC 4's dequantized value of its chunk**::
+**Dequantizer: every output element is contract 4's dequantized value of its chunk**::
 
     v  = min + q * d                  # (min, d): the metadata of the element's group
     m  = (v + 2^(frac_bits-1)) >> frac_bits                    # arithmetic shift
@@ -18,7 +18,7 @@ naming the element (bits [7:2] its index) selects its group and sign.
 output ``o``, so :class:`~verif.formal.transaction.TransactionHarness` does not fit. The harness
 watches one element position (``watch``, free in the first cycle, then held: every position is
 covered) and checks, in every chunk, the output lane at that position against the formula. The
-stimulus is SPEC 4's: COO beats well formed (``count <= lanes``, indices below ``vec_len`` and
+stimulus is contract 4's: COO beats well formed (``count <= lanes``, indices below ``vec_len`` and
 strictly increasing through the chunk, entries past ``count`` free), everything else free
 (thresholds in any order: the formula needs none); one restriction: a COO beat without entries
 only as the chunk's last (so a chunk has at most ``vec_len + 1`` COO beats).
@@ -80,12 +80,12 @@ Not proved, and why:
   experiment, not in :mod:`verif.formal.engines`) PDR proves the control assertions in 10 s but
   not the data property in 300 s.
 
-**Quantizer: the ``hdr`` thresholds and the COO entries are SPEC 8's**
+**Quantizer: the ``hdr`` thresholds and the COO entries are contract 8's**
 (:class:`QuantizerHarness`): every ``hdr`` beat carries its chunk's thresholds; the COO
-entries of a chunk are, in index order, exactly its elements outside SPEC 4's middle group,
+entries of a chunk are, in index order, exactly its elements outside contract 4's middle group,
 each with its group bit (outer) and sign bit (``s < 0``: inner ``x < 0``, outer the lower
 side), and the beat with ``last`` is the one that completes them; no ``hdr`` beat and no COO ``last`` without a chunk taken. The chunk's
-thresholds (ordered, as SPEC 4 requires) and values are free in the first cycle and the same in
+thresholds (ordered, as contract 4 requires) and values are free in the first cycle and the same in
 every chunk; the input offers a beat in every cycle and the outputs are always ready. Shape
 ``lanes`` 2 (a COO beat packs two entries), ``vec_len`` 4, ``data_bits`` 2, ``frac_bits`` 1.
 Rows, bounded: ``pipeline`` 0, 16 cycles (about six chunks out), 13-27 s; ``pipeline`` 12 (the
@@ -111,8 +111,8 @@ from .stream import UnitHarness, assume_input_hold
 
 __all__ = ["DequantizerHarness", "QuantizerHarness", "dequantized", "proofs"]
 
-DEQUANTIZER_PROPERTY = "x = SPEC dequantized"
-#: SPEC 4 groups of the watched element: (named by a COO entry, entry group bit).
+DEQUANTIZER_PROPERTY = "x = the contract dequantized"
+#: contract 4 groups of the watched element: (named by a COO entry, entry group bit).
 GROUPS = {"mid": (0, 0), "in": (1, 0), "out": (1, 1)}
 #: The proofs' shape (see the module docstring).
 SHAPE = {"lanes": 1, "vec_len": 2, "data_bits": 2, "frac_bits": 1}
@@ -124,7 +124,7 @@ BOUNDED = ((0, 36), (7, 56))
 
 def dequantized(*, q, mn, d, hit, outer, sign, t_lo_o, t_lo_i, t_hi_i, t_hi_o, data_bits,
                 frac_bits):
-    """SPEC 4's dequantized value of one element (an Amaranth value, exact widths): ``q`` its
+    """contract 4's dequantized value of one element (an Amaranth value, exact widths): ``q`` its
     dense code, (``mn``, ``d``) its group's metadata, ``hit`` a COO entry names it (``outer``
     its group bit, ``sign`` its sign bit), ``x'`` saturated to signed ``data_bits``."""
     v = mn + q * d
@@ -161,10 +161,10 @@ def fire(stream):
 
 class DequantizerHarness(UnitHarness):
     """The element at position ``watch`` of every chunk of ``oaken_dequantizer``, one chunk at a
-    time, checked against SPEC 4 (see the module docstring).
+    time, checked against contract 4 (see the module docstring).
 
     ``rigid``: the same header, COO map and codes in every chunk (else free per chunk);
-    ``group``: restrict the watched element to one SPEC 4 group (``"mid"``, ``"in"``,
+    ``group``: restrict the watched element to one contract 4 group (``"mid"``, ``"in"``,
     ``"out"``; rigid only); ``stall``: the longest wait of an output beat (0: taken at once).
     """
 
@@ -224,7 +224,7 @@ class DequantizerHarness(UnitHarness):
         m.d.sync += stalled.eq(Mux(dut.o.valid & ~dut.o.ready, stalled + 1, 0))
         m.d.comb += Assume(~(dut.o.valid & ~dut.o.ready) | (stalled < self.stall))
 
-        # Well-formed COO beats (SPEC 4).
+        # Well-formed COO beats (contract 4).
         prev_index = Signal(6, name="coo_prev_index")      # the chunk's last index so far
         prev_any = Signal(name="coo_prev_any")
         indices = [coo.entries[j][2:] for j in range(L)]
@@ -364,7 +364,7 @@ def _row(overrides, label="", engine="kind", depth=DEPTH, **options):
 
 
 
-QUANTIZER_PROPERTY = "thresholds/COO = SPEC"
+QUANTIZER_PROPERTY = "thresholds/COO = the contract"
 #: The quantizer's shape: two lanes (a COO beat packs two entries), two windows.
 QUANTIZER_SHAPE = {"lanes": 2, "vec_len": 4, "data_bits": 2, "frac_bits": 1}
 #: The quantizer's bounded rows: (``pipeline``, cycles from reset).
@@ -372,7 +372,7 @@ QUANTIZER_BOUNDED = ((0, 16), (12, 26))
 
 
 class QuantizerHarness(UnitHarness):
-    """``oaken_quantizer``'s ``hdr`` and ``coo`` outputs against SPEC 8 / SPEC 4, the same
+    """``oaken_quantizer``'s ``hdr`` and ``coo`` outputs against contract 8 / contract 4, the same
     chunk (thresholds and values, free in the first cycle, ordered thresholds) in every chunk:
 
     * every ``hdr`` beat carries the chunk's thresholds;
@@ -434,7 +434,7 @@ class QuantizerHarness(UnitHarness):
             with m.If(offered):
                 m.d.comb += Assert(owed > 0)
 
-        # SPEC 4 groups with the chunk's thresholds: the outliers in index order.
+        # contract 4 groups with the chunk's thresholds: the outliers in index order.
         outer = [(v < t.t_lo_o) | (v > t.t_hi_o) for v in x]
         inner = [(t.t_lo_i <= v) & (v <= t.t_hi_i) for v in x]
         outlier = [o | i for o, i in zip(outer, inner)]
@@ -462,7 +462,7 @@ class QuantizerHarness(UnitHarness):
         return m
 
 
-#: Threshold fields of the streams (SPEC 4 order).
+#: Threshold fields of the streams (contract 4 order).
 THRESHOLD_NAMES = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")
 
 

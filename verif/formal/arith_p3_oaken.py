@@ -1,10 +1,10 @@
 # amaranth: UnusedElaboratable=no
-"""Arithmetic properties of ``p3_pe`` (SPEC section 5) and ``oaken_decomposer`` (SPEC section 4):
-every output beat is what the SPEC formula gives for the input beat it answers, for every input
+"""Arithmetic properties of ``p3_pe`` (contract section 5) and ``oaken_decomposer`` (contract section 4):
+every output beat is what the contract formula gives for the input beat it answers, for every input
 the assumptions below allow, the output stalled at will. The expected values are written here
-from the SPEC text, never from the RTL.
+from the contract text, never from the RTL.
 
-``lanes = SPEC formula`` (:class:`PeLanesHarness`): every input beat is a single-beat reduction
+``lanes = the contract formula`` (:class:`PeLanesHarness`): every input beat is a single-beat reduction
 (``first`` = ``last`` = 1), so its output beat holds that beat alone:
 
 * ``acc = sum_i((-1)^s_i * M5_i * w_i << (max(e_i, 1) - 1))`` over the 4 lanes, for both
@@ -24,11 +24,11 @@ and accumulator, and every combination of NaN lanes. Two free lanes are out of r
 does not prove the sum of two of the unit's 6-bit Booth products equal to the sum of two plain
 products within 300 s (``pipeline`` 0, first output beat; one free lane: about 20 s).
 
-``groups/shifts = SPEC`` (:class:`DecomposerHarness`): on every checked lane, ``group``,
-``side``, ``inlier`` and ``outlier`` follow SPEC section 4's inequalities. The thresholds are
-assumed ordered ``t_lo_o <= t_lo_i <= t_hi_i <= t_hi_o``, as the SPEC requires (a sanity
+``groups/shifts = the contract`` (:class:`DecomposerHarness`): on every checked lane, ``group``,
+``side``, ``inlier`` and ``outlier`` follow contract section 4's inequalities. The thresholds are
+assumed ordered ``t_lo_o <= t_lo_i <= t_hi_i <= t_hi_o``, as the contract requires (a sanity
 assertion checks that the three groups then partition the values). Misordered thresholds make the
-SPEC's groups overlap or leave gaps (``t_lo_i > t_hi_i``: no inner group), so the SPEC gives no
+the contract's groups overlap or leave gaps (``t_lo_i > t_hi_i``: no inner group), so the contract gives no
 value to compare with; the unit then applies its own priority order (its docstring), which is not
 checked here. The 16-lane default is checked 4 lanes per row (about 10 s a row; all 16 in one
 row did not finish in 120 s).
@@ -58,16 +58,16 @@ from .transaction import TransactionHarness
 __all__ = ["PeLanesHarness", "DecomposerHarness", "activation", "weight",
            "assume_one_free_lane", "proofs"]
 
-PE_PROPERTY = "lanes = SPEC formula"
-DECOMPOSER_PROPERTY = "groups/shifts = SPEC"
+PE_PROPERTY = "lanes = the contract formula"
+DECOMPOSER_PROPERTY = "groups/shifts = the contract"
 
-#: SPEC 5: ``act_fmt`` of FP8-E4M3 (1: S0E4M4), ``wgt_fmt`` of INT4 (0: BitMoD), lanes per beat.
+#: contract 5: ``act_fmt`` of FP8-E4M3 (1: S0E4M4), ``wgt_fmt`` of INT4 (0: BitMoD), lanes per beat.
 E4M3, INT4, WAYS = 0, 1, 4
-#: SPEC 5: BitMoD magnitude in half units by bits [2:0] of the code (0, 0.5, 1, ..., 6).
+#: contract 5: BitMoD magnitude in half units by bits [2:0] of the code (0, 0.5, 1, ..., 6).
 HALF_UNITS = (0, 1, 2, 3, 4, 6, 8, 12)
-#: SPEC 5: the BitMoD value of code 0b1000 by ``sv_sel``, in half units (+5, -5, +8, -8).
+#: contract 5: the BitMoD value of code 0b1000 by ``sv_sel``, in half units (+5, -5, +8, -8).
 SPECIAL = (10, -10, 16, -16)
-#: SPEC 4: ``group`` codes.
+#: contract 4: ``group`` codes.
 MIDDLE, INNER, OUTER = 0, 1, 2
 #: Extra k-induction depth (:meth:`~verif.formal.transaction.TransactionHarness.induction_depth`):
 #: the decomposer's skid buffer (at ``pipeline`` = 2 k-induction fails at 5, proves at 7).
@@ -85,7 +85,7 @@ def _lookup(index, table, shape):
 
 
 def activation(code, fmt):
-    """``(sign, e, M5, nan)`` of the FP8 ``code`` in the format ``fmt`` (SPEC 5)."""
+    """``(sign, e, M5, nan)`` of the FP8 ``code`` in the format ``fmt`` (contract 5)."""
     e4m3 = fmt == E4M3
     e = Mux(e4m3, code[3:7], code[4:8])
     mant = Mux(e4m3, code[0:3], code[0:4])
@@ -94,7 +94,7 @@ def activation(code, fmt):
 
 
 def weight(code, beat):
-    """The decoded weight ``w`` of the 4-bit ``code`` in ``beat``'s format (SPEC 5; BitMoD in
+    """The decoded weight ``w`` of the 4-bit ``code`` in ``beat``'s format (contract 5; BitMoD in
     half units)."""
     magnitude = _lookup(code[0:3], HALF_UNITS, unsigned(4))
     bitmod = Mux(code == 0b1000, _lookup(beat.sv_sel, SPECIAL, signed(6)),
@@ -112,7 +112,7 @@ def assume_one_free_lane(m, payload, lane):
 
 
 class PeLanesHarness(TransactionHarness):
-    """Each single-beat reduction of ``p3_pe`` gives the SPEC 5 sum of its lanes, its ``nan``
+    """Each single-beat reduction of ``p3_pe`` gives the contract 5 sum of its lanes, its ``nan``
     flag and no ``overflow``; only lane ``lane`` has an activation that can make its term
     nonzero."""
 
@@ -140,7 +140,7 @@ class PeLanesHarness(TransactionHarness):
 
 
 class DecomposerHarness(TransactionHarness):
-    """SPEC 4's group, side and group shift on the lanes ``lanes`` (default: all) of
+    """contract 4's group, side and group shift on the lanes ``lanes`` (default: all) of
     ``oaken_decomposer``, the thresholds ordered."""
 
     def __init__(self, dut, *, lanes=None, **options):

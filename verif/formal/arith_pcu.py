@@ -1,11 +1,11 @@
 # amaranth: UnusedElaboratable=no
-"""Arithmetic property of ``p3_pcu`` (SPEC sections 5 and 9): every output beat is what the SPEC
+"""Arithmetic property of ``p3_pcu`` (contract sections 5 and 9): every output beat is what the contract
 formula gives for the input beat it answers, for every input the assumptions below allow, the
-output stalled at will. The expected values are written here from the SPEC text (with the SPEC 5
+output stalled at will. The expected values are written here from the contract text (with the contract 5
 decoders :func:`~verif.formal.arith_p3_oaken.activation` and
 :func:`~verif.formal.arith_p3_oaken.weight`), never from the RTL.
 
-``lanes = SPEC formula`` (:class:`PcuLanesHarness`): every input beat is a single-beat reduction
+``lanes = the contract formula`` (:class:`PcuLanesHarness`): every input beat is a single-beat reduction
 (``first`` = ``last`` = 1), so its output beat holds that beat alone. For each checked PE ``j``:
 
 * ``acc[j] = sum_i((-1)^s_i * M5_i * w_ji << (max(e_i, 1) - 1))`` over the 4 lanes: the
@@ -45,17 +45,17 @@ flight, waits of at most one cycle, an output no sooner than the unit's latency)
 the frame gives (``pipeline`` + 4), so a proof for every input at every time under that
 environment; the stream proofs cover the unit under any environment. Three things make it
 decide, each an assertion (proved with the property: a wrong one fails the proof, it cannot make
-it pass) or a rewriting of the SPEC value:
+it pass) or a rewriting of the contract value:
 
-* **SPEC values at the input.** The SPEC product ``(-1)^s * M5 * w`` (0 for NaN) of the free
+* **the contract values at the input.** The contract product ``(-1)^s * M5 * w`` (0 for NaN) of the free
   lane on each checked PE, its shift ``max(e, 1) - 1`` and the NaN flag are computed from the
   input payload in the cycle the beat is taken, and held (``held_*``: under the frame they
   follow the record's single entry); the output beat is compared with
-  ``held_product << held_shift``. Computed from the record at the output instead, the SPEC
+  ``held_product << held_shift``. Computed from the record at the output instead, the contract
   multiplier is a second copy, ``latency`` cycles later, that the solver must prove equal to
   the first.
-* **Product lemma.** The unit's product of the free lane before the exponent shift (SPEC 5's
-  "6-bit signed multipliers (sign + 5-bit mantissa by decoded weight)") equals the SPEC product:
+* **Product lemma.** The unit's product of the free lane before the exponent shift (contract 5's
+  "6-bit signed multipliers (sign + 5-bit mantissa by decoded weight)") equals the contract product:
   the register ``mul_prod_<lane>_<pe>`` while stage ``pcu_beat<k>`` holds the beat (``k``: the
   cuts ``broadcast`` and ``decode`` before it), or at ``pipeline`` 0 the combinational
   ``prod_<pe>_<lane>`` in the cycle the beat is taken. This cuts the proof in two: the Booth
@@ -99,9 +99,9 @@ from .transaction import TransactionHarness
 
 __all__ = ["PcuLanesHarness", "proofs"]
 
-PROPERTY = "lanes = SPEC formula"
+PROPERTY = "lanes = the contract formula"
 UNIT = "p3_pcu"
-#: The SPEC product ``(-1)^s * M5 * w``: ``|31 * 16| < 2^11``.
+#: The contract product ``(-1)^s * M5 * w``: ``|31 * 16| < 2^11``.
 PRODUCT = signed(12)
 #: Cuts before the product register, in the unit's data flow (hdl/p3/pcu.py).
 BEFORE_PRODUCT = frozenset({"broadcast", "decode"})
@@ -131,9 +131,9 @@ def _signals(fragment, names):
 
 class PcuLanesHarness(TransactionHarness):
     """Each single-beat reduction of ``p3_pcu`` gives, on each PE of ``checked`` (default: all),
-    the SPEC 5 sum of its lanes, the ``nan`` flag, no ``overflow`` and (``reuse`` 2) the
+    the contract 5 sum of its lanes, the ``nan`` flag, no ``overflow`` and (``reuse`` 2) the
     beat's ``slot``; only lane ``lane`` has an activation that can make its term nonzero.
-    Framed only (the held SPEC values follow the framed record's single entry)."""
+    Framed only (the held the contract values follow the framed record's single entry)."""
 
     def __init__(self, dut, *, lane, checked=None, framed=True, **options):
         if not framed:
@@ -145,7 +145,7 @@ class PcuLanesHarness(TransactionHarness):
         super().__init__(dut, framed=True, **options)
 
     def spec(self, m, payload):
-        """From the SPEC: per checked PE the signed product of the free lane (0 for NaN), the
+        """From the contract: per checked PE the signed product of the free lane (0 for NaN), the
         lane's shift ``max(e, 1) - 1``, the beat's NaN flag."""
         sign, e, m5, nan = activation(payload.act[self.lane], payload.act_fmt)
         shift = Signal(range(15), name="spec_shift")

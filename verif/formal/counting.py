@@ -1,9 +1,9 @@
-"""The counting half of the stream rules (SPEC section 0: "no data is dropped or duplicated"),
+"""The counting half of the stream rules (contract section 0: "no data is dropped or duplicated"),
 proved on every output stream of every unit from its reset state, under any input behaviour
 that keeps the stream rules and any pattern of output ``ready``:
 
 * **nothing from nothing**: every output beat taken is one the inputs taken so far allow
-  (``granted``: each unit's beats-per-transaction rule below, from the SPEC);
+  (``granted``: each unit's beats-per-transaction rule below, from the contract);
 * **bounded in flight**: the beats allowed and not yet taken never exceed a bound (the unit
   backpressures its inputs instead of growing without limit);
 * **drains**: while output beats are owed for complete transactions (``owed``) and every
@@ -96,7 +96,7 @@ def _chunk_owed(m, dut, params):
 
 def _chunk_end(m, dut, params, names):
     """The quantizer's chunk is complete with its ``vec_len / lanes``-th input beat (the input
-    has no ``last``: SPEC 8 counts beats). The beat counter goes to ``names["index"]``."""
+    has no ``last``: contract 8 counts beats). The beat counter goes to ``names["index"]``."""
     windows = params["vec_len"] // params["lanes"]
     if windows == 1:
         return _fire(dut.i)
@@ -107,7 +107,7 @@ def _chunk_end(m, dut, params, names):
 
 
 def _quantizer(params):
-    """SPEC 8: per chunk one ``hdr`` beat, ``vec_len / lanes`` ``dense`` beats, and COO beats
+    """contract 8: per chunk one ``hdr`` beat, ``vec_len / lanes`` ``dense`` beats, and COO beats
     of which the last (one per chunk) is counted; all granted and owed at the chunk's last
     input beat (every output of a chunk depends on its statistics). Lemmas: the chunk
     position and the ``hdr`` and ``dense`` counts are the unit's own (``OakenQuantizer.owed``).

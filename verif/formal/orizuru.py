@@ -1,11 +1,11 @@
 # amaranth: UnusedElaboratable=no
-"""The Orizuru top-k invariants as proofs (SPEC section 3), for all inputs, at the output
+"""The Orizuru top-k invariants as proofs (contract section 3), for all inputs, at the output
 level: what the k output beats of a vector must say about the vector, whatever the circuit.
 
 Every input vector is recorded (:class:`verif.formal.transaction.TransactionHarness`) and each
 of its k output beats checked against it; the harness keeps, per vector, the indices each side
 reported on the beats already taken (cleared with the k-th). Both properties also check that
-``last`` is 1 on the k-th beat only. Values are ordered by the SPEC's IEEE totalOrder key:
+``last`` is 1 on the k-th beat only. Values are ordered by the contract's IEEE totalOrder key:
 ``~x`` if the sign bit is set, else ``x | 0x8000``, compared unsigned.
 
 * ``"top-k order (root >= leaves)"`` (:class:`TopKOrderHarness`): on every beat ``max_value``
@@ -15,8 +15,8 @@ reported on the beats already taken (cleared with the k-th). Both properties als
   largest and j-th smallest values, under any tie rule.
 * ``"k distinct indices"`` (:class:`DistinctIndicesHarness`): no ``max_index`` repeats within
   a vector, no ``min_index`` either; ``mask`` is 0 before the k-th beat and on it has a 1
-  exactly at the indices reported by either side (SPEC 3: "1 at every reported index"; the
-  golden model, :func:`golden.orizuru.orizuru_beats`, reads it as the union of both sides,
+  exactly at the indices reported by either side (contract 3: "1 at every reported index"; the
+  golden model, :func:`golden.kllm.orizuru.orizuru_beats`, reads it as the union of both sides,
   k to 2k bits set).
 
 Engines and reach (``make formal`` on 2 cores):
@@ -52,7 +52,7 @@ SIDES = ("max", "min")
 
 
 def order_key(x):
-    """SPEC 3's totalOrder key of the binary16 pattern ``x``: ``~x`` if the sign bit is set,
+    """contract 3's totalOrder key of the binary16 pattern ``x``: ``~x`` if the sign bit is set,
     else ``x | 0x8000``; keys compare as unsigned integers."""
     x = Value.cast(x)
     return Mux(x[15], ~x, x | 0x8000)
@@ -88,7 +88,7 @@ class OrizuruHarness(TransactionHarness):
 
 class TopKOrderHarness(OrizuruHarness):
     """Each beat's max (min) is its leaf's value and >= (<=) every leaf not yet reported
-    by that side (SPEC 3); framed (k-induction) by default. ``sides``: the sides checked
+    by that side (contract 3); framed (k-induction) by default. ``sides``: the sides checked
     (a proof checks one: both at once take the solver many times as long as each alone)."""
 
     prop = "top-k order (root >= leaves)"
@@ -111,7 +111,7 @@ class TopKOrderHarness(OrizuruHarness):
 
 class DistinctIndicesHarness(OrizuruHarness):
     """No index repeats on either side within a vector; ``last`` on the k-th beat only;
-    ``mask`` 0 before it and then exactly the indices reported by either side (SPEC 3)."""
+    ``mask`` 0 before it and then exactly the indices reported by either side (contract 3)."""
 
     prop = "k distinct indices"
 

@@ -1,4 +1,4 @@
-"""The stream rules as proofs (SPEC section 0): every output port holds its beat until it is
+"""The stream rules as proofs (contract section 0): every output port holds its beat until it is
 taken, under any input behaviour that keeps the same rule.
 
 :class:`StreamHoldHarness`: the unit's input payloads, input ``valid`` and output ``ready`` are

@@ -3,7 +3,7 @@
 and every output beat ``dut.o`` offers is checked against the recorded beat it answers.
 
 A property module subclasses :class:`TransactionHarness` and writes :meth:`check` (the
-assertion about one output beat, from the SPEC formula: never from the RTL) and, where the
+assertion about one output beat, from the contract formula: never from the RTL) and, where the
 property needs it, :meth:`assume_input` (a restriction of the stimulus, e.g. single-beat
 reductions) and ``beats_per_input`` (output beats that answer one input beat; the record is
 dropped with the last of them). The stream rules hold on the inputs (assumed), output ``ready``

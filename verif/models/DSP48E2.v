@@ -1,5 +1,5 @@
 // DSP48E2: behavioral simulation model of the subset of the Xilinx UltraScale+ DSP48E2 that
-// qllm-cores drives (the AccLLM packed multiplier, SPEC section 6).
+// qllm-cores drives (the AccLLM packed multiplier, contract section 6).
 //
 // Written from the equations of the DSP48E2 user guide (UG579); no vendor or third-party source
 // was used. Yosys ships only a blackbox DSP48E2 (xilinx/cells_xtra.v); this model has the same

@@ -1,6 +1,6 @@
 // MULT18X18D: behavioral simulation model of the subset of the Lattice ECP5 sysDSP 18 x 18
 // multiplier that qllm-cores drives (the AccLLM packed multiplier and its plain-multiplier
-// baseline on target "ecp5", SPEC section 6).
+// baseline on target "ecp5", contract section 6).
 //
 // Written from the ECP5 sysDSP usage guide's description of the MULT18X18D primitive (ports,
 // parameters, register stages); no vendor or third-party source was used. Yosys ships only a

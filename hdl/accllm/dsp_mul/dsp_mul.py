@@ -1,4 +1,4 @@
-"""AccLLM DSP-packed multiplier (AccLLM section V-B3, Fig. 10(d); SPEC section 6).
+"""AccLLM DSP-packed multiplier (AccLLM section V-B3, Fig. 10(d); contract section 6).
 
 The unit, its parameters and its baseline :class:`AccllmPlainMul` are here; the packing
 arithmetic in :mod:`hdl.accllm.dsp_mul.packing`, the circuits of the fabric targets in

@@ -78,7 +78,7 @@ def _field_depth(width, lo, hi):
 def packing(mode, target, x_bits=8, x_signed=True):
     """Return the fields ``((output, shift, width), ...)`` of the packed product, bottom up.
 
-    ``generic`` and ``xilinx`` use the DSP48E2 layout of SPEC section 6. ``ecp5`` and ``ice40``
+    ``generic`` and ``xilinx`` use the DSP48E2 layout of contract section 6. ``ecp5`` and ``ice40``
     have an ``n x n`` signed multiplier (n = 18, 16) and no pre-adder; mode ``w4`` packs there as
     ``X * (W1 + (W2 << s))`` with the largest ``s`` that keeps the packed weight inside the
     signed port, ``s = n - w_bits - 1`` (13 on ECP5, 11 on iCE40); the lower field then holds

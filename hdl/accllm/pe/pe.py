@@ -1,4 +1,4 @@
-"""AccLLM reconfigurable DSP processing element (AccLLM section V-B, Fig. 10; SPEC section 10).
+"""AccLLM reconfigurable DSP processing element (AccLLM section V-B, Fig. 10; contract section 10).
 
 The unit and its fabric targets are here; the DSP48E2 circuit of the ``xilinx`` target is in
 :mod:`hdl.accllm.pe.xilinx`. The packing arithmetic (fields, rounding constants, DSP48E2
@@ -20,7 +20,7 @@ __all__ = ["AccllmPe", "TARGETS", "MODE_W8", "MODE_W4", "MODE_W2", "MAX_ACC_BITS
            "DEFAULT_PIPELINE", "MAX_PIPELINE", "CUTS", "product_bits"]
 
 TARGETS = ("generic", "xilinx", "ecp5")
-#: Values of the ``mode`` field (SPEC 10); 3 is reserved (decoded as w8, see the class).
+#: Values of the ``mode`` field (contract 10); 3 is reserved (decoded as w8, see the class).
 MODE_W8, MODE_W4, MODE_W2 = 0, 1, 2
 #: Widest accumulator: the DSP48E2's P width (the golden model sums in 64-bit integers).
 MAX_ACC_BITS = 48
@@ -44,7 +44,7 @@ class AccllmPe(wiring.Component):
     multipliers of adjacent PE blocks into one DSP48E2 (Fig. 10(a), (d)) and accumulates the
     partial sums across cycles in each block (Fig. 10(b)). This unit is that pair of
     multipliers with their two accumulators: every beat adds two products, in the mode its
-    ``mode`` field names (SPEC 10):
+    ``mode`` field names (contract 10):
 
     * ``w8`` (0), ``w4`` (1): ``s1 += x1 * w1``, ``s2 += x1 * w2`` (Fig. 10(d-1): one activation
       broadcast to two output channels; A8 x LoRA W8, Q x K and S x V with 4-bit K / V);
@@ -68,7 +68,7 @@ class AccllmPe(wiring.Component):
     previous sums. Each ``last`` beat emits one output beat with the sums after its own products.
     After reset the sums and ``overflow`` are 0. ``overflow`` is set when a running sum (after
     any beat) leaves the signed ``acc_bits`` range and stays set until the next ``first``; the
-    sums wrap modulo ``2^acc_bits`` (SPEC 10 leaves them unspecified after an overflow).
+    sums wrap modulo ``2^acc_bits`` (contract 10 leaves them unspecified after an overflow).
     The accumulators are fabric adders, not the DSP's P feedback: the packed fields leave too
     few guard bits for the dot products of any length that the PE takes (7 ``w8`` products or
     1 ``w2`` product per field, :func:`hdl.accllm.dsp_mul.dsp_mul.accumulation_limit`), and the fields'
@@ -87,11 +87,11 @@ class AccllmPe(wiring.Component):
     ``xilinx``
         One DSP48E2 for both products whatever the mode, driven per beat
         (:mod:`hdl.accllm.pe.xilinx`): A, D and B are multiplexed in fabric to the packing of
-        the beat's mode (SPEC 6); ``INMODE`` is D + A2, or D - A2 for a KV4 beat
+        the beat's mode (contract 6); ``INMODE`` is D + A2, or D - A2 for a KV4 beat
         (``D = q1 + (q2 << 18)``, ``A = zp + (zp << 18)``: the zero point enters through the
         pre-adder, no fabric subtractor); ``OPMODE`` adds ``RND`` (the w8/w4 rounding constant)
         on w8/w4 beats and the C port on w2 beats, where C carries the w2 rounding constant
-        plus the B-port correction of SPEC 6, read from a 32-entry table. Every product is then
+        plus the B-port correction of contract 6, read from a 32-entry table. Every product is then
         a slice of P; the fabric selects the mode's slices and accumulates.
 
     Pipeline

@@ -2,7 +2,7 @@
 ports, ``INMODE``, ``OPMODE`` and C input follow the mode of every beat, then the slice
 multiplexer and the fabric accumulators.
 
-Per beat (SPEC 6 packing; ``K8``, ``K2`` the rounding constants of
+Per beat (contract 6 packing; ``K8``, ``K2`` the rounding constants of
 :func:`hdl.accllm.dsp_mul.dsp_mul.rounding_constant` for the w8 and w2 fields)::
 
     mode      A (30)            D (27)             B (18)              INMODE   OPMODE W   C
@@ -12,7 +12,7 @@ Per beat (SPEC 6 packing; ``K8``, ``K2`` the rounding constants of
     w2        sext(w1[1:0])     sext(w2[1:0])<<22  {x2, 0, x1 mod 2^n} D + A2   C          K2 + corr
 
 X and Y select M, Z = 0. ``corr`` cancels the difference between the 18-bit B and
-``x1 + (x2 << 10)`` (the B-port overflow of SPEC 6), from the packed multiplier's 32-entry table.
+``x1 + (x2 << 10)`` (the B-port overflow of contract 6), from the packed multiplier's 32-entry table.
 P then holds, for w8/w4: ``x1*w1`` in ``P[15:0]`` and ``x1*w2`` in ``P[33:18]``; for w2:
 ``x1*w1`` in ``P[9:0]`` with bit 9 inverted and ``x2*w2`` in ``P[41:32]``.
 """

@@ -1,4 +1,4 @@
-"""FP16 x FP16 multiply, FP32 accumulate: the HBM-PIM style MAC (SPEC sections 0 and 5), and
+"""FP16 x FP16 multiply, FP32 accumulate: the HBM-PIM style MAC (contract sections 0 and 5), and
 its second reading with a binary16 accumulator (``acc="fp16"``).
 
 The unit and its pipeline are here; the stage layouts and the binary16 input pieces are in
@@ -103,7 +103,7 @@ class Fp16Mac(wiring.Component):
     and the output register was measured not to change Fmax (docs/units/fp16_mac.md) and is
     not offered.
 
-    Second reading, ``acc="fp16"`` (SPEC section 5: the papers do not say which accumulator
+    Second reading, ``acc="fp16"`` (contract section 5: the papers do not say which accumulator
     their "FP16 MAC" has): a binary16 accumulator, and per beat
 
     ``acc = fp16(acc + fp16(a * b))``
@@ -125,7 +125,7 @@ class Fp16Mac(wiring.Component):
     selected at its end from flags (:func:`hdl.baselines.fp16_mac.half.accumulate_half`); the
     accumulator register holds the binary16 number taken apart (no exponent comparison
     register). ``pipeline`` places the same registers as above, and the latency is the same.
-    Why two roundings and not one (a fused multiply-add): SPEC section 5 fixes this reading
+    Why two roundings and not one (a fused multiply-add): contract section 5 fixes this reading
     (NumPy float16 ``acc + a * b``), the arithmetic of a binary16 multiplier feeding a binary16
     adder.
 

@@ -1,4 +1,4 @@
-"""KLLM Index Distribution Counter (KLLM section IV-B, SPEC section 2).
+"""KLLM Index Distribution Counter (KLLM section IV-B, contract section 2).
 
 The unit (parameters, the front pipeline and the predecode) is here; the bins (bit counters,
 accumulators, readout bank) are in :mod:`hdl.kllm.idx_counter.bins`, the control of their
@@ -61,7 +61,7 @@ class KllmIdxCounter(wiring.Component):
     Integer x K-Means mode (section III-B2, Fig. 3(b)) each index adds its signed integer weight
     ("+n" counting) instead of 1.
 
-    Reading of the paper adopted here (SPEC section 2): the histogram of one reduction is
+    Reading of the paper adopted here (contract section 2): the histogram of one reduction is
     everything from the first beat after a ``last`` (or after reset) up to and including the
     next beat with ``last``. Lanes whose ``mask`` bit is 0 (outliers, padding) count nothing.
     After the ``last`` beat the histogram is copied to a readout bank and sent as ``2**idx_bits``
@@ -85,7 +85,7 @@ class KllmIdxCounter(wiring.Component):
         ``MAX_COUNT_BITS`` bits is refused.
     overflow : bool
         Also report, per bin, whether its running count left the counter's range during the
-        reduction (default False: the SPEC section 2 interface). True adds a sticky flag
+        reduction (default False: the contract section 2 interface). True adds a sticky flag
         above every bin's count in the accumulators and the readout bank (``2**idx_bits``
         flip-flops each; the flag's logic is beside the accumulator adder, off its carry
         chain) and the field ``overflow`` after ``last`` on ``o``. ``kllm_column`` uses it.
@@ -270,7 +270,7 @@ class KllmIdxCounter(wiring.Component):
         dec, btc, rd = bin_blocks(m, self.keep_blocks, ("decode", "bit_counters", "readout"))
 
         # The construction below works on whole vectors rather than single bits, so that the
-        # netlist has few, wide operations (elaboration time; SPEC section 0 via issue 15):
+        # netlist has few, wide operations (elaboration time; contract section 0 via issue 15):
         # per lane one vector of predecode lines, per lane one `bins`-bit one-hot "plane", per
         # group of 4 lanes the bit planes of its count, and packed stage registers.
         chunk_bits = [min(4, self.idx_bits - lo) for lo in range(0, self.idx_bits, 4)]

@@ -1,4 +1,4 @@
-"""Orizuru: top-k largest and smallest with two shared-leaf binary trees (KLLM IV-C, SPEC 3).
+"""Orizuru: top-k largest and smallest with two shared-leaf binary trees (KLLM IV-C, contract 3).
 
 The unit is here: its parameters, interface, latency and the choice of structure. Each
 structure's circuit has a module of its own: the time-multiplexed trees in
@@ -26,13 +26,13 @@ __all__ = ["Orizuru", "OrizuruScan", "cycles_per_vector", "resolve_structure",
            "stream_layouts"]
 
 
-#: Largest ``n`` (SPEC 3), built from 16-input units above :data:`MAX_FLAT_N`.
+#: Largest ``n`` (contract 3), built from 16-input units above :data:`MAX_FLAT_N`.
 MAX_N = 4096
 #: Largest ``n`` of the structures that are one pair of trees (or one scan).
 MAX_FLAT_N = 1024
-#: Largest ``k`` when ``n`` > :data:`MAX_FLAT_N` (SPEC 3).
+#: Largest ``k`` when ``n`` > :data:`MAX_FLAT_N` (contract 3).
 MAX_WIDE_K = 64
-#: Values per input beat: a vector of n > 1024 arrives as n / 1024 beats (SPEC 3; Amaranth
+#: Values per input beat: a vector of n > 1024 arrives as n / 1024 beats (contract 3; Amaranth
 #: caps a design's input ports at 65,535 bits, one short of 4096 x 16).
 MAX_BEAT_LANES = 1024
 STRUCTURES = ("tree", "unrolled", "scan", "units")
@@ -44,7 +44,7 @@ DEFAULT_PIPELINES = {"tree": 2, "unrolled": 3, "scan": 3, "units": 2}
 
 
 def stream_layouts(n):
-    """Payload layouts ``(in_layout, out_layout)`` of the Orizuru interface (SPEC 3) for
+    """Payload layouts ``(in_layout, out_layout)`` of the Orizuru interface (contract 3) for
     vectors of ``n`` values, shared by :class:`Orizuru` and its baselines: ``x`` holds
     min(n, 1024) values per beat; the output beat carries one pair and, on the last beat,
     the n-bit mask."""

@@ -1,4 +1,4 @@
-"""Sorting-network baseline for Orizuru: top-k and bottom-k comparator network (SPEC 3).
+"""Sorting-network baseline for Orizuru: top-k and bottom-k comparator network (contract 3).
 
 The unit is here; the networks (plain Python) are in :mod:`hdl.kllm.orizuru.sortnet_networks`,
 their circuits and shared blocks in :mod:`hdl.kllm.orizuru.sortnet_circuits`.

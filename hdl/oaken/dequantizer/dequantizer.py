@@ -1,4 +1,4 @@
-"""Oaken dequantizer: zero-insert of COO outliers and integer dequantization (Oaken 5.2; SPEC 4).
+"""Oaken dequantizer: zero-insert of COO outliers and integer dequantization (Oaken 5.2; contract 4).
 
 The unit (slots, COO intake, issue) is here; the predecode and scatter of a COO beat are in
 :mod:`hdl.oaken.dequantizer.coo`, the per-lane arithmetic in
@@ -19,14 +19,14 @@ from ...common.stream_stage import StallPipeline, check_pipeline, pack_fields
 
 __all__ = ["OakenDequantizer", "METADATA", "CUT_ORDER", "ChunkStreams"]
 
-#: Metadata field names of the header, in SPEC order.
+#: Metadata field names of the header, in the contract order.
 METADATA = ("mid_min", "mid_d", "in_min", "in_d", "out_min", "out_d")
 #: Groups in the order of the metadata pairs.
 GROUPS = ("mid", "in", "out")
 
 
 class ChunkStreams:
-    """The parameters and the three stream layouts of an encoded chunk (SPEC sections 4 and 8):
+    """The parameters and the three stream layouts of an encoded chunk (contract sections 4 and 8):
     what ``oaken_quantizer`` sends and ``oaken_dequantizer`` takes, checked and built in one
     place for both ends.
 
@@ -82,7 +82,7 @@ class OakenDequantizer(wiring.Component):
     dequantizes every element with its group's metadata. Per element, with ``q`` its dense code
     and (``min_fx``, ``d_fx``) the metadata of its group (middle unless a COO entry names the
     position; then bit 1 of the entry picks inner (0) or outer (1) and bit 0 is the sign), the
-    output is SPEC section 4's integer formula::
+    output is contract section 4's integer formula::
 
         v  = min_fx + q * d_fx
         m  = (v + 2^(frac_bits-1)) >> frac_bits            # arithmetic

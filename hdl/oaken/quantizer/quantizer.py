@@ -1,4 +1,4 @@
-"""Oaken quantizer: the online quantization engine (Oaken section 5.2, Fig. 9(a); SPEC 8).
+"""Oaken quantizer: the online quantization engine (Oaken section 5.2, Fig. 9(a); contract 8).
 
 The unit (parameters, layouts, latency and queue sizes) is here; :meth:`OakenQuantizer.elaborate`
 composes its stages, one module each in :mod:`hdl.oaken.quantizer`: ``credits`` (the queues,

@@ -12,7 +12,7 @@ from ..decomposer import INNER, MIDDLE, OUTER
 
 __all__ = ["GROUPS", "Stages", "chunk_position", "register"]
 
-#: Groups in the order of the metadata pairs (SPEC section 4), with their ``group`` codes.
+#: Groups in the order of the metadata pairs (contract section 4), with their ``group`` codes.
 GROUPS = (("mid", MIDDLE), ("in", INNER), ("out", OUTER))
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m qllm_cores.golden.p3_report [--seed N] [--rows N] [--width N] [--weight-rows N]
+    python -m qllm_cores.golden.p3.report [--seed N] [--rows N] [--width N] [--weight-rows N]
 
 P3-LLM section IV (formats), V-B (granularity), Table II (scores), IV-C (weights); all data is
 synthetic and deterministic (NumPy ``default_rng`` seeded from ``--seed``). Tables:
@@ -18,7 +18,7 @@ synthetic and deterministic (NumPy ``default_rng`` seeded from ``--seed``). Tabl
 (d) Keys with outlier channels, INT4 asymmetric per head of 128 with and without the dynamic
     per-channel smoothing of section IV-A (factors from the prefill half of the tokens).
 (e) The PE path: a BitMoD x FP8-E4M3 matrix-vector product run through
-    :func:`golden.p3.pe_run` group by group, scaled afterwards, against float64.
+    :func:`golden.p3.pe.pe_run` group by group, scaled afterwards, against float64.
 """
 
 import argparse
@@ -26,8 +26,8 @@ import sys
 
 import numpy as np
 
-from . import p3
-from .checks import non_negative_int_arg, positive_int_arg, report_main
+from ..common.checks import non_negative_int_arg, positive_int_arg, report_main
+from . import formats, pe
 
 TEMPERATURES = (0.5, 1.0, 2.0, 4.0)
 OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),
@@ -35,7 +35,7 @@ OUTLIER_CASES = (("gaussian", 0.0, 1.0), ("+0.1% outliers x10", 0.001, 10.0),
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.p3_report",
+    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.p3.report",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=non_negative_int_arg, default=0, help="data seed (default 0)")
     p.add_argument("--rows", type=positive_int_arg, default=64,
@@ -80,9 +80,9 @@ def _score_rows(p):
     """(name, reconstruction) of the FP16 scores under each 8-bit format."""
     p16 = p.astype(np.float16)
     x = p16.astype(np.float64)
-    e4m3 = p3.dequantize_e4m3(*p3.quantize_e4m3(x))
-    int8 = p3.dequantize_int8(*p3.quantize_int8(x))
-    s0 = p3.decode_s0e4m4(p3.quantize_s0e4m4(p16))
+    e4m3 = formats.dequantize_e4m3(*formats.quantize_e4m3(x))
+    int8 = formats.dequantize_int8(*formats.quantize_int8(x))
+    s0 = formats.decode_s0e4m4(formats.quantize_s0e4m4(p16))
     return [("FP16 (input)", x), ("FP8-S0E4M4", s0), ("FP8-E4M3 /token", e4m3),
             ("INT8 /token", int8)]
 
@@ -95,15 +95,15 @@ def _weights(rng, rows, cols, frac, factor):
 
 
 def _weight_rows(w, group=128):
-    codes, sv, s = p3.quantize_bitmod(w, group)
-    q, zp, sa = p3.quantize_int4_asym(w, group)
-    fc, fs = p3.quantize_fp4(w, group)
-    iq, isc = p3.quantize_int4_sym(w, group)
+    codes, sv, s = formats.quantize_bitmod(w, group)
+    q, zp, sa = formats.quantize_int4_asym(w, group)
+    fc, fs = formats.quantize_fp4(w, group)
+    iq, isc = formats.quantize_int4_sym(w, group)
     hist = np.bincount(sv.ravel(), minlength=4) / sv.size
-    return [("BitMoD", p3.dequantize_bitmod(codes, sv, s, group)),
-            ("INT4-asym", p3.dequantize_int4_asym(q, zp, sa, group)),
-            ("FP4 E2M1", p3.dequantize_fp4(fc, fs, group)),
-            ("INT4-sym", p3.dequantize_int4_sym(iq, isc, group))], hist
+    return [("BitMoD", formats.dequantize_bitmod(codes, sv, s, group)),
+            ("INT4-asym", formats.dequantize_int4_asym(q, zp, sa, group)),
+            ("FP4 E2M1", formats.dequantize_fp4(fc, fs, group)),
+            ("INT4-sym", formats.dequantize_int4_sym(iq, isc, group))], hist
 
 
 def _keys(rng, tokens, heads, head_dim, outlier_channels=6, factor=15.0):
@@ -117,20 +117,20 @@ def _keys(rng, tokens, heads, head_dim, outlier_channels=6, factor=15.0):
 def _pe_matvec(w, x):
     """``W @ x`` through the PE: 32 beats of 4 MACs per 128-group, scales applied afterwards."""
     rows, cols = w.shape
-    codes, sv, ws = p3.quantize_bitmod(w, 128)
-    xc, xs = p3.quantize_e4m3(x)
+    codes, sv, ws = formats.quantize_bitmod(w, 128)
+    xc, xs = formats.quantize_e4m3(x)
     groups = cols // 128
-    beats = cols // p3.LANES
-    act = np.broadcast_to(xc.reshape(beats, p3.LANES), (rows, beats, p3.LANES))
-    wgt = codes.reshape(rows, beats, p3.LANES)
-    per = 128 // p3.LANES
+    beats = cols // pe.LANES
+    act = np.broadcast_to(xc.reshape(beats, pe.LANES), (rows, beats, pe.LANES))
+    wgt = codes.reshape(rows, beats, pe.LANES)
+    per = 128 // pe.LANES
     first = (np.arange(rows * beats) % per) == 0
     last = (np.arange(rows * beats) % per) == per - 1
-    res = p3.pe_run(act.reshape(-1, p3.LANES), wgt.reshape(-1, p3.LANES), p3.ACT_E4M3,
-                    p3.WGT_BITMOD, np.repeat(sv.ravel(), per), 0, first, last)
-    part = p3.acc_to_real(res["acc"], p3.ACT_E4M3, p3.WGT_BITMOD).reshape(rows, groups)
+    res = pe.pe_run(act.reshape(-1, pe.LANES), wgt.reshape(-1, pe.LANES), formats.ACT_E4M3,
+                    formats.WGT_BITMOD, np.repeat(sv.ravel(), per), 0, first, last)
+    part = pe.acc_to_real(res["acc"], formats.ACT_E4M3, formats.WGT_BITMOD).reshape(rows, groups)
     y_pe = (part * ws).sum(axis=-1) * xs[0]
-    y_deq = p3.dequantize_bitmod(codes, sv, ws) @ p3.dequantize_e4m3(xc, xs)
+    y_deq = formats.dequantize_bitmod(codes, sv, ws) @ formats.dequantize_e4m3(xc, xs)
     return y_pe, y_deq, bool(res["overflow"].any()), bool(res["nan"].any())
 
 
@@ -202,9 +202,10 @@ def run(args, out):
     tokens, heads, head_dim = 2048, 4, 128
     k = _keys(rng, tokens, heads, head_dim)
     prefill = tokens // 2
-    ks, factors = p3.smooth_keys(k, n_prefill=prefill)
-    plain = p3.dequantize_int4_asym(*p3.quantize_int4_asym(k, head_dim), head_dim)
-    smooth = p3.dequantize_int4_asym(*p3.quantize_int4_asym(ks, head_dim), head_dim) * factors
+    ks, factors = formats.smooth_keys(k, n_prefill=prefill)
+    plain = formats.dequantize_int4_asym(*formats.quantize_int4_asym(k, head_dim), head_dim)
+    smooth = formats.dequantize_int4_asym(*formats.quantize_int4_asym(ks, head_dim),
+                                          head_dim) * factors
     say(f"(d) keys: {tokens} tokens x {heads} heads x {head_dim}, 6 outlier channels x15; "
         "smoothing factors")
     say(f"    from the first {prefill} tokens (prefill), reused for the rest (decode)")

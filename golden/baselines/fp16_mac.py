@@ -1,4 +1,4 @@
-"""Golden model for ``fp16_mac``: FP16 x FP16 multiply, FP32 accumulate (SPEC sections 0 and 5).
+"""Golden model for ``fp16_mac``: FP16 x FP16 multiply, FP32 accumulate (contract sections 0 and 5).
 
 The baseline against which P3-LLM compares its PE (P3-LLM Table VIII, "HBM-PIM [42]: 1 MAC"):
 HBM-PIM's processing unit multiplies binary16 operands and accumulates in binary32. Per beat
@@ -10,7 +10,7 @@ magnitudes 2^-48 .. 65504^2 < 2^32 are normal binary32 numbers), so the only rou
 one of the addition: round to nearest, ties to even, as NumPy's ``float32`` addition does. The
 model therefore computes with NumPy ``float32`` arithmetic only; it never looks at the RTL.
 
-Stream reading (SPEC section 5, ``first``/``last`` as for ``p3_pe``): the accumulator is +0.0
+Stream reading (contract section 5, ``first``/``last`` as for ``p3_pe``): the accumulator is +0.0
 after reset; a beat with ``first`` clears it to +0.0 before adding its product; a beat with
 ``last`` emits the accumulator after its product. Without ``first`` the accumulator carries on
 across a ``last`` (partial sums can be read out).
@@ -30,7 +30,7 @@ Readings that follow from the number ranges (documented in docs/units/fp16_mac.m
 * The accumulator starts at +0.0 and ``(+0) + (-0) = +0`` under round to nearest, so the result
   -0.0 cannot occur either.
 
-Second reading, ``acc="fp16"`` (SPEC section 5: the papers do not say which accumulator their
+Second reading, ``acc="fp16"`` (contract section 5: the papers do not say which accumulator their
 "FP16 MAC" has): a binary16 accumulator, per beat ``acc = fp16(acc + fp16(a * b))``, the product
 rounded to binary16 and the sum rounded to binary16, each to nearest, ties to even, exactly
 NumPy float16 ``acc = acc + a * b``. NumPy evaluates a float16 operation in float32 and rounds

@@ -2,19 +2,19 @@
 
 Usage::
 
-    python -m qllm_cores.golden.oaken_report [--seed N] [--eval-seed N] [--runs N] [--tokens N] ...
+    python -m qllm_cores.golden.oaken.report [--seed N] [--eval-seed N] [--runs N] [--tokens N] ...
 
 Oaken section 4.3 (offline threshold profiling), 4.4-4.5 (23-bit versus 8-bit outlier entries),
 6.1-6.2 (ratio 4 / 90 / 6 %, baselines, effective bitwidth). Steps, all deterministic:
 
 1. Profiling: ``--runs`` synthetic "inferences" of ``--profile-tokens`` tokens for each of
-   ``--layers`` layers, keys and values separately (:func:`golden.oaken_profile.synthetic_kv`,
+   ``--layers`` layers, keys and values separately (:func:`golden.oaken.profile.synthetic_kv`,
    token seeds ``[seed, 0, run, layer, kind]``); thresholds per layer and kind with
-   :func:`golden.oaken_profile.profile_layers`.
+   :func:`golden.oaken.profile.profile_layers`.
 2. Evaluation on fresh tokens of the same synthetic model (token seeds
    ``[eval_seed, 1, layer, kind]``; ``eval_seed`` defaults to ``seed + 1``): Oaken's integer
-   path (:func:`golden.oaken.quantize_vector` / :func:`golden.oaken.dequantize_vector` per
-   64-element chunk), its float reference, per-token INT4, KIVI-like, Atom-like (outlier
+   path (:func:`golden.oaken.online.quantize_vector` / :func:`golden.oaken.online.dequantize_vector`
+   per 64-element chunk), its float reference, per-token INT4, KIVI-like, Atom-like (outlier
    channels picked on the profiling data) and the 23-bit COO mixed-precision scheme.
 3. One table per cache (keys, values) over all layers: bits per element stored (with and
    without per-group metadata), bits per outlier entry, RMSE, max |err|, SQNR and relative
@@ -26,14 +26,16 @@ import sys
 
 import numpy as np
 
-from . import oaken_profile as op
-from .checks import non_negative_int_arg, positive_int_arg, report_main
+from ..common.checks import non_negative_int_arg, positive_int_arg, report_main
+from . import baselines as ob
+from . import profile as op
+from .online import MAX_VEC_LEN
 
 KINDS = ("key", "value")
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.oaken_report",
+    p = argparse.ArgumentParser(prog="python -m qllm_cores.golden.oaken.report",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=non_negative_int_arg, default=0,
                    help="profiling seed (default 0)")
@@ -85,7 +87,7 @@ class _Acc:
 
     def row(self):
         x, y = np.concatenate(self.x), np.concatenate(self.y)
-        m = op.error_metrics(x, y)
+        m = ob.error_metrics(x, y)
         bits = f"{self.bits / x.size:.3f}" if self.has_meta else "-"
         outlier = "-" if self.bits_per_outlier is None else self.bits_per_outlier
         return [self.name, bits, f"{self.bits_no_meta / x.size:.3f}", outlier,
@@ -107,7 +109,7 @@ def _table(rows):
 def run(args, out):
     """Run the report for parsed ``args``, printing to the text stream ``out``."""
     eval_seed = args.seed + 1 if args.eval_seed is None else args.eval_seed
-    data_bits, frac_bits, vec_len = 16, args.frac_bits, op.MAX_VEC_LEN
+    data_bits, frac_bits, vec_len = 16, args.frac_bits, MAX_VEC_LEN
     if frac_bits >= data_bits:
         raise ValueError(f"frac_bits must be in range 1..{data_bits - 1}, not {frac_bits}")
     op.topk_counts(1, args.outer, args.inner)            # validates the ratios
@@ -147,8 +149,8 @@ def run(args, out):
     tables, observed = {}, {}
     for k, kind in enumerate(KINDS):
         accs = [
-            _Acc("Oaken (integer path)", op.COO_BITS),
-            _Acc("Oaken (float reference)", op.COO_BITS),
+            _Acc("Oaken (integer path)", ob.COO_BITS),
+            _Acc("Oaken (float reference)", ob.COO_BITS),
             _Acc(f"per-token INT4 (g{args.group})", None),
             _Acc(f"KIVI-like INT4 (g{args.kivi_group})", None),
             _Acc(f"Atom-like ({args.atom_channels} ch INT8, g{args.group})",
@@ -161,18 +163,18 @@ def run(args, out):
             x = op.synthetic_kv(np.random.default_rng([eval_seed, 1, layer, k]), args.tokens,
                                 args.channels, kind, layer, args.model_seed, frac_bits,
                                 data_bits)
-            o = op.oaken_roundtrip(x, th, frac_bits, data_bits, vec_len)
+            o = ob.oaken_roundtrip(x, th, frac_bits, data_bits, vec_len)
             counts += [o.n_outer, o.n_elements - o.n_outer - o.n_inner, o.n_inner]
             accs[0].add(x, o.recon, o.bits_per_element, o.bits_per_element_no_meta)
-            accs[1].add(x, op.oaken_float_roundtrip(x, th, vec_len), None,
+            accs[1].add(x, ob.oaken_float_roundtrip(x, th, vec_len), None,
                         o.bits_per_element_no_meta)
             calib = profile[kind][:, layer].reshape(-1, args.channels)
             for acc, r in zip(accs[2:], (
-                    op.per_token_int4(x, args.group),
-                    op.kivi_like(x, kind, args.kivi_group),
-                    op.atom_like(x, min(args.atom_channels, args.channels), args.group,
+                    ob.per_token_int4(x, args.group),
+                    ob.kivi_like(x, kind, args.kivi_group),
+                    ob.atom_like(x, min(args.atom_channels, args.channels), args.group,
                                  calib=calib),
-                    op.coo23_mixed(x, th, vec_len, data_bits=data_bits))):
+                    ob.coo23_mixed(x, th, vec_len, data_bits=data_bits))):
                 acc.add(x, r.recon, r.bits_per_element, r.bits_per_element_no_meta)
         tables[kind] = [a.row() for a in accs]
         observed[kind] = (counts / counts.sum(), accs[0])
@@ -183,7 +185,7 @@ def run(args, out):
         f = observed[kind][0]
         say(f"  {kind:5}: outer {100 * f[0]:.2f} %  middle {100 * f[1]:.2f} %  "
             f"inner {100 * f[2]:.2f} %  (outliers {100 * (f[0] + f[2]):.2f} %)")
-    eff = op.effective_bitwidth(outer, inner)
+    eff = ob.effective_bitwidth(outer, inner)
     say(f"effective bitwidth at {100 * outer:.1f} / {100 * middle:.1f} / {100 * inner:.1f} %: "
         f"4 + 8 x {outer + inner:.3f} = {eff:.3f} bits per element (no metadata)")
     for kind in KINDS:

@@ -3,12 +3,12 @@
 Reference: Kim et al., "Oaken: Fast and Efficient LLM Serving with Online-Offline Hybrid KV
 Cache Quantization", section 4.3 (threshold grouping, Eq. 2-3), 4.4 (group shift, Eq. 4),
 4.5 (fused dense-and-sparse encoding) and 5.2 (Fig. 9, decomposer and dequantization engine);
-SPEC section 4. Integer functions are bit-exact with the RTL; :func:`quantize_dequantize_float`
+contract section 4. Integer functions are bit-exact with the RTL; :func:`quantize_dequantize_float`
 is the paper's algorithm in floating point.
 
-Readings fixed here (SPEC section 4 leaves them to the golden model):
+Readings fixed here (contract section 4 leaves them to the golden model):
 
-* **Groups at the thresholds** (SPEC's inequalities, exactly): ``x == t_lo_i`` and
+* **Groups at the thresholds** (the contract's inequalities, exactly): ``x == t_lo_i`` and
   ``x == t_hi_i`` are *inner*; ``x == t_lo_o`` is *middle* lower side (if ``t_lo_o < t_lo_i``,
   else inner) and ``x == t_hi_o`` is *middle* upper side (if ``t_hi_i < t_hi_o``, else inner).
   Equal thresholds simply empty a group.
@@ -24,7 +24,7 @@ Readings fixed here (SPEC section 4 leaves them to the golden model):
   min is an integer) and ``d_fx = round_half_up((max - min) * 2^F / 15)
   = floor(((max - min) * 2^(F+1) + 15) / 30)``, exact in integers, never via floats.
   So ``|d_fx / 2^F - d| <= 2^-(F+1)``. An empty group stores ``min_fx = d_fx = 0``.
-* **Dequantization** is SPEC's integer formula. For a middle element the decoder has no side
+* **Dequantization** is the contract's integer formula. For a middle element the decoder has no side
   bit: the sign of the reconstruction ``m`` picks it, ``m >= 0`` meaning upper (``t_hi_i``),
   so a reconstruction of exactly 0 lands on ``t_hi_i``, and an element whose ``m`` comes out
   with the opposite sign to ``s`` (possible when the middle range straddles 0 and ``|s| <
@@ -45,7 +45,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import check_int as _check_int, check_int_array as _check_int_array
+from ..common.checks import check_int as _check_int
+from ..common.checks import check_int_array as _check_int_array
 
 __all__ = [
     "MIDDLE", "INNER", "OUTER", "MAX_VEC_LEN", "OakenMeta", "OakenChunk",
@@ -159,7 +160,7 @@ def _check_threshold_tuple(thresholds, data_bits, check_order=True):
 def decompose(x, thresholds, data_bits=16, check_order=True):
     """Split values into groups and shift them, as the ``oaken_decomposer`` RTL does.
 
-    Oaken section 4.3-4.4 (Eq. 4), 5.2 (Fig. 9(a) ①); SPEC section 4. Element-wise:
+    Oaken section 4.3-4.4 (Eq. 4), 5.2 (Fig. 9(a) ①); contract section 4. Element-wise:
 
     * outer ``x < t_lo_o`` (s = x - t_lo_o, lower) or ``x > t_hi_o`` (s = x - t_hi_o, upper);
     * middle ``t_lo_o <= x < t_lo_i`` (s = x - t_lo_i, lower) or ``t_hi_i < x <= t_hi_o``
@@ -256,7 +257,7 @@ def _meta_fx(vmin, vmax, frac_bits):
 def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64, check_order=True):
     """Encode one chunk: grouping, group shift, 4-bit codes, fused dense-and-sparse encoding.
 
-    Oaken section 4.3-4.5 (Eq. 2-4, Fig. 7); SPEC section 4. Middle: asymmetric 4-bit codes over
+    Oaken section 4.3-4.5 (Eq. 2-4, Fig. 7); contract section 4. Middle: asymmetric 4-bit codes over
     ``s``; inner and outer: sign ``s < 0`` (in the COO entry) and a 4-bit magnitude code over
     ``|s|`` (in the dense vector). Per group ``d = (max - min) / 15``; codes
     ``round_half_up((v - min) / d)``, 0 when ``max == min``. Metadata per the module docstring.
@@ -316,7 +317,7 @@ def quantize_vector(x, thresholds, frac_bits=8, data_bits=16, vec_len=64, check_
 
 def dequantize_vector(dense, coo, meta, thresholds, frac_bits=8, data_bits=16,
                       check_order=True):
-    """Decode one chunk with SPEC section 4's bit-exact integer formula.
+    """Decode one chunk with contract section 4's bit-exact integer formula.
 
     Positions named in ``coo`` are inner or outer (by the group bit), all others middle (the
     zero-insert of Oaken section 5.2, Fig. 9(b) ⑤). With the element's group metadata,

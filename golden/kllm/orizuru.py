@@ -1,9 +1,9 @@
 """Golden model of Orizuru, the top-k largest and smallest element detection engine.
 
 Reference: Wu et al., "KLLM: Fast LLM Inference with K-Means Quantization", section IV-C
-(Fig. 7); SPEC section 3. Bit-exact integer model: the RTL reproduces every beat it returns.
+(Fig. 7); contract section 3. Bit-exact integer model: the RTL reproduces every beat it returns.
 
-Algorithm (the paper's, with the choices SPEC section 3 leaves to the golden model fixed here):
+Algorithm (the paper's, with the choices contract section 3 leaves to the golden model fixed here):
 
 * **Order.** Inputs are IEEE binary16 bit patterns ``x`` (0..0xFFFF), compared by IEEE
   totalOrder through :func:`total_order_key`: ``key = ~x & 0xFFFF`` if the sign bit is set,
@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import check_int as _check_int
+from ..common.checks import check_int as _check_int
 
 __all__ = [
     "OrizuruResult", "orizuru", "orizuru_beats", "total_order_key", "comparison_count",
@@ -65,10 +65,10 @@ __all__ = [
 
 MIN_N = 2
 MAX_N = 4096
-#: SPEC 3: k is at most this when n > 1024 (KLLM's 0.5 % of 4096 is 20.48 per side).
+#: contract 3: k is at most this when n > 1024 (KLLM's 0.5 % of 4096 is 20.48 per side).
 MAX_WIDE_K = 64
 _MAX_FLAT_N = 1024
-#: Values per input beat of the ``orizuru`` units (SPEC 3: a vector wider than 1024 values,
+#: Values per input beat of the ``orizuru`` units (contract 3: a vector wider than 1024 values,
 #: built from 16-input units, streams in as n / 1024 beats; lane j of beat b is element
 #: 1024 b + j).
 MAX_BEAT_LANES = 1024
@@ -112,8 +112,6 @@ class OrizuruResult(NamedTuple):
 # --- argument checks -------------------------------------------------------------------------
 
 
-
-
 def _check_n(n, what):
     """Check the vector length n, a power of two in MIN_N..MAX_N; ``what`` names it."""
     if not (MIN_N <= n <= MAX_N and n & (n - 1) == 0):
@@ -127,7 +125,7 @@ def beat_lanes(n):
 
 
 def _max_k(n):
-    """The largest k for vectors of length n (SPEC 3)."""
+    """The largest k for vectors of length n (contract 3)."""
     return n if n <= _MAX_FLAT_N else min(n, MAX_WIDE_K)
 
 
