@@ -1,7 +1,7 @@
 # qllm-cores: every target sets up .venv by itself (and refreshes it when pyproject.toml changes).
 #   make            generate all Verilog, run every unit's golden test bench, print the Oaken
-#                   and P3-LLM error reports, the AccLLM DSP-packing table, the papers' numbers
-#                   next to the golden models' and the area table
+#                   and P3-LLM error reports, the papers' numbers next to the golden models'
+#                   and the ECP5 area table (every target: make area)
 #   make test       the whole pytest suite (pytest-xdist on all cores)
 # See README.md for the other targets.
 
@@ -11,6 +11,7 @@ PY     := $(VENV)/bin/python
 QLLM   := $(VENV)/bin/qllm
 STAMP  := $(VENV)/.installed
 JOBS   ?= auto
+NPROC  := $(shell nproc 2>/dev/null || echo 2)
 
 # make sim UNIT=kllm_concat [SET="lanes=64 a_bits=3"] [CONFIG=kllm-a3-16] [WAVES=1]
 UNIT   ?=
@@ -30,6 +31,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
 
 .DEFAULT_GOAL := all
 .PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
+        area-ecp5 paper-numbers \
         synth fmax stdcell report paper sweep bitstream results lint test test-large clean distclean
 
 $(STAMP): pyproject.toml
@@ -42,13 +44,15 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-all: verilog benches oaken-report p3-report accllm-report paper area
+# The main job (make): about 8 minutes on 2 cores after the venv. The synthesis tables (every
+# area target, the AccLLM DSP packing, the papers' standard-cell rows) are their own targets.
+all: verilog benches oaken-report p3-report paper-numbers area-ecp5
 
 verilog: $(STAMP)
 	$(QLLM) verilog
 
 benches: $(STAMP)
-	$(QLLM) sim
+	$(QLLM) sim --jobs $(NPROC)
 
 sim: $(STAMP)
 	$(QLLM) sim $(unit_args)
@@ -81,7 +85,11 @@ accllm-report: $(STAMP)
 	$(QLLM) accllm
 
 area synth: verilog
-	$(QLLM) area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET))
+	$(QLLM) area $(if $(UNIT),--unit $(UNIT)) $(if $(TARGET),--target $(TARGET)) --jobs $(NPROC)
+
+# The area table of make: ECP5 (the 150 MHz target's family) only.
+area-ecp5: verilog
+	$(QLLM) area --target ecp5 --jobs $(NPROC)
 
 # Fmax from nextpnr (iCE40 UP5K, ECP5 25F; TARGET=ice40|ecp5|ecp5-85k for one), each unit in a registered
 # wrapper so pins do not count (build/reports/fmax.md, .csv).
@@ -105,9 +113,12 @@ report: $(STAMP)
 # Tables VII/VIII, Oaken Table 4, BitMoD's PE) beside ours on standard cells, each row at the
 # shallowest depth meeting the paper's clock scaled by FO4 (build/reports/paper-area.md, .csv;
 # docs/paper.md): make paper [LIBRARY="sky130 ihp asap7"] (default sky130 and ihp).
-paper: $(STAMP)
-	$(PY) -m qllm_cores.golden.paper
+paper: paper-numbers
 	$(QLLM) paper-area $(foreach l,$(LIBRARY),--library $(l))
+
+# The papers' checkable numbers against the golden models alone (part of make).
+paper-numbers: $(STAMP)
+	$(PY) -m qllm_cores.golden.paper
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
