@@ -17,7 +17,7 @@ The seeded bugs:
 
 import pytest
 
-from formal_checks import assert_proved, assert_seeded_bug_fails
+from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 from qllm_cores.verif.formal.arith_float_half import proofs
 
 

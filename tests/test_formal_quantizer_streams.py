@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 from amaranth.back import verilog
 
-from formal_checks import assert_proved, assert_seeded_bug_fails
+from tests.formal_checks import assert_proved, assert_seeded_bug_fails
 from qllm_cores.gen.registry import resolve_params
 from qllm_cores.hdl.oaken.quantizer.quantizer import OakenQuantizer
 from qllm_cores.hdl.p3.pcu import P3Pcu

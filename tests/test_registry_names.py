@@ -67,7 +67,8 @@ def test_golden_names_a_beat_model(unit):
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_testbench_module_exists(unit):
     spec = UNITS[unit]
-    assert spec.testbench is not None and spec.testbench.startswith("qllm_cores.verif.tb_")
+    assert spec.testbench is not None and spec.testbench.startswith("qllm_cores.verif.")
+    assert spec.testbench.rpartition(".")[2].startswith("tb_"), spec.testbench
     assert importlib.util.find_spec(spec.testbench) is not None, spec.testbench
 
 

@@ -163,8 +163,8 @@ def fp16_mac_run(a_bits, b_bits, first, last, *, acc="fp32"):
             previous = previous[alive] + products[index]
             sums[index] = previous
         # Long runs one by one; np.add.accumulate adds left to right (never pairwise), each
-        # float16 step rounded to float16 (tests/test_fp16_mac_half.py checks it against the
-        # exact reference on long runs).
+        # float16 step rounded to float16 (tests/baselines/test_fp16_mac_half.py checks it against
+        # the exact reference on long runs).
         zero = np.zeros(1, dtype=kind)
         for start, length in zip(starts[~short].tolist(), lengths[~short].tolist()):
             run = np.concatenate((zero, products[start:start + length]))

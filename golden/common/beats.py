@@ -5,8 +5,8 @@ A beat-level adapter maps a unit's input beats to the output beats its golden mo
 :class:`BeatModel` per unit family, named after the unit, lives in its paper's ``beats`` module
 (``golden/kllm/beats.py``, ``golden/oaken/beats.py``, ``golden/p3/beats.py``,
 ``golden/accllm/beats.py``, ``golden/baselines/beats.py``; :data:`golden.adapters.MODELS`
-gathers them), shared by the cocotb benches (``verif/tb_*.py``), the board host and the tests,
-so that they cannot disagree on what a unit must output. ``gen.registry`` names each unit's
+gathers them), shared by the cocotb benches (``verif/<paper>/tb_*.py``), the board host and the
+tests, so that they cannot disagree on what a unit must output. ``gen.registry`` names each unit's
 adapter as ``"qllm_cores.golden.<paper>.beats:<name>"`` (``UnitSpec.golden``;
 ``verif.bench.golden_model(unit)`` resolves it).
 

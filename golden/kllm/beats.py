@@ -196,5 +196,5 @@ reduction: the order the adapter's ``order`` gives and the unit's rule (a load i
 reductions, and ``i`` waits while a load is partly taken). The stimulus is one load and
 ``count`` reductions (the first all masked, see :func:`_column_stimulus`) and never overflows;
 where ``overflow`` is set the unit's ``y`` is unspecified and the adapter's ``y`` (the weighted
-sum of the exact counts) must not be compared. The bench (``verif/tb_kllm_column.py``) drives
+sum of the exact counts) must not be compared. The bench (``verif/kllm/tb_column.py``) drives
 reloads, overflows and long reductions itself."""

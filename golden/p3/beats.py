@@ -51,7 +51,7 @@ p3_pe = BeatModel("p3_pe", _p3_pe_stimulus, _p3_pe_expected)
 
 def _p3_act_codes(rng, act_fmt):
     """Activation codes (beats, 4) for per-beat formats ``act_fmt``: uniform, with extra NaNs
-    (E4M3), largest exponents and subnormals (as ``verif/tb_p3_pe.py``'s ``random_codes``)."""
+    (E4M3), largest exponents and subnormals (as ``verif/p3/tb_pe.py``'s ``random_codes``)."""
     shape = (len(act_fmt), 4)
     codes = rng.integers(0, 256, shape)
     kind = rng.random(shape)

@@ -1,6 +1,6 @@
 """The DSP48E2 behavioral model (verif/models/DSP48E2.v): lint (also in the register
 configuration of every ``pipeline`` depth of accllm_dsp_mul), elaboration checks, and its cocotb
-bench (verif/tb_dsp48e2_model.py) on Verilator in the AccLLM multiplier's full-pipeline
+bench (verif/accllm/tb_dsp48e2_model.py) on Verilator in the AccLLM multiplier's full-pipeline
 configuration."""
 
 import fcntl
@@ -136,9 +136,9 @@ def _run_bench(breg, seed):
     results = test_dir / "results.xml"
     env = {"QLLM_DSP_BREG": str(breg)}
     try:
-        runner.test(test_module="qllm_cores.verif.tb_dsp48e2_model", hdl_toplevel=HARNESS_TOP,
-                    build_dir=build_dir, test_dir=test_dir, seed=seed, extra_env=env,
-                    results_xml=str(results), timescale=("1ns", "1ps"),
+        runner.test(test_module="qllm_cores.verif.accllm.tb_dsp48e2_model",
+                    hdl_toplevel=HARNESS_TOP, build_dir=build_dir, test_dir=test_dir, seed=seed,
+                    extra_env=env, results_xml=str(results), timescale=("1ns", "1ps"),
                     log_file=test_dir / "sim.log")
     except (SystemExit, RuntimeError):
         pass  # the runner exits on failed tests under pytest; the results file says which

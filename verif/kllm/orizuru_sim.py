@@ -1,6 +1,6 @@
 """Amaranth-simulator driver for circuits with Orizuru's stream interface (``orizuru``,
 ``orizuru_scan``, ``orizuru_sortnet``): the pytest harness beside the cocotb bench
-(:mod:`verif.tb_orizuru`), both compared with :func:`golden.kllm.orizuru.orizuru_beats`."""
+(:mod:`verif.kllm.tb_orizuru`), both compared with :func:`golden.kllm.orizuru.orizuru_beats`."""
 
 from amaranth.sim import Simulator
 

@@ -32,7 +32,7 @@ import cocotb
 import numpy as np
 
 from qllm_cores.verif.bench import Bench, record_metrics
-from qllm_cores.verif.tb_p3_pe import run_checked
+from qllm_cores.verif.p3.tb_pe import run_checked
 
 #: BitMoD with each special-value select, INT4 with four zero points: (wgt_fmt, sv_sel, zp).
 WEIGHT_SETTINGS = [(0, sv, 0) for sv in range(4)] + [(1, 0, zp) for zp in (0, 1, 8, 15)]

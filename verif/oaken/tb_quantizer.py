@@ -10,7 +10,7 @@ Tests (on ``oaken_quantizer``)
 random_chunks_backpressure(density)
     ``QLLM_CHUNKS`` (default 2,000) back-to-back random chunks at 0 %, 1 %, 10 %, 50 % or
     100 % outliers, each with its own random thresholds (equal thresholds and empty groups
-    included), drawn by :mod:`verif.oaken_chunks` (the dequantizer bench's generators); random
+    included), drawn by :mod:`verif.oaken.chunks` (the dequantizer bench's generators); random
     gaps on ``i.valid`` and on ``hdr``, ``dense`` and ``coo`` ready; every output beat
     compared, in order. ``threshold_error`` must stay low. With ``QLLM_ROUND_TRIP`` (a
     folder) the captured output beats and the golden round trip are saved there for
@@ -38,7 +38,7 @@ round_trip_decode
     Drives the beats that ``random_chunks_backpressure`` captured from the quantizer RTL into
     the dequantizer RTL under random backpressure and compares its output with
     ``dequantize_vector(quantize_vector(x))``. :func:`round_trip` runs both halves
-    (``python -m qllm_cores.verif.tb_oaken_quantizer`` runs it at 2,000 chunks per density).
+    (``python -m qllm_cores.verif.oaken.tb_quantizer`` runs it at 2,000 chunks per density).
 """
 
 import os
@@ -49,7 +49,7 @@ import numpy as np
 
 from qllm_cores.golden.oaken import dequantize_vector, quantize_vector, unpack_coo
 from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
-from qllm_cores.verif.oaken_chunks import random_chunk_values, random_thresholds
+from qllm_cores.verif.oaken.chunks import random_chunk_values, random_thresholds
 
 DENSITIES = [0.0, 0.01, 0.10, 0.50, 1.0]
 NAMES = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")
@@ -346,7 +346,7 @@ def round_trip(chunks=2000, params=None, *, seed=None):
                       extra_env={"QLLM_CHUNKS": chunks, "QLLM_ROUND_TRIP": folder})
         shared = {key: value for key, value in params.items() if key != "pipeline"}
         return run_testbench("oaken_dequantizer", shared, seed=seed, name="round-trip-decode",
-                             test_module="qllm_cores.verif.tb_oaken_quantizer",
+                             test_module="qllm_cores.verif.oaken.tb_quantizer",
                              testcase="round_trip_decode",
                              extra_env={"QLLM_ROUND_TRIP_DECODE": folder})
 

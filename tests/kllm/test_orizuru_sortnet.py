@@ -16,7 +16,7 @@ from qllm_cores.hdl.kllm.orizuru.sortnet import (DEFAULT_BLOCK_LANES, DEFAULT_PI
                                  FULL_MERGE_SLACK, OrizuruSortnet, FullMergeBlock,
                                  network_outputs, full_merge_network, selection_blocks,
                                  selection_network)
-from qllm_cores.verif.orizuru_sim import simulate
+from qllm_cores.verif.kllm.orizuru_sim import simulate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 

@@ -264,7 +264,7 @@ def test_quantizer_bench(params, chunks):
 
 @pytest.mark.sim
 def test_round_trip_through_the_dequantizer():
-    from qllm_cores.verif.tb_oaken_quantizer import round_trip
+    from qllm_cores.verif.oaken.tb_quantizer import round_trip
 
     metrics = round_trip(50)
     assert metrics["round_trip_decode"]["chunks"] == 5 * 50

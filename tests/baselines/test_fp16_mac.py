@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """fp16_mac (binary32 accumulation, the default): golden model against an exact reference,
 elaboration, the cocotb bench, synthesis. The binary16 reading (``acc="fp16"``) is tested in
-tests/test_fp16_mac_half.py."""
+tests/baselines/test_fp16_mac_half.py."""
 
 import re
 import time
@@ -21,7 +21,7 @@ from tests.exact_float import NEG_INF as EXACT_NEG_INF
 from tests.exact_float import POS_INF as EXACT_POS_INF
 from tests.exact_float import decode_fp16, exact_mac_run
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
-from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, random_beats
+from qllm_cores.verif.baselines.tb_fp16_mac import SPECIAL_FP16, directed_beats, random_beats
 
 # --- the exact reference (Fractions, a hand-written round to nearest even): tests/exact_float.py
 

@@ -23,7 +23,8 @@ from qllm_cores.hdl.baselines.fp16_mac.fp16_mac import Fp16Mac
 from tests.exact_float import exact_mac_run
 from qllm_cores.verif.amaranth_sim import simulate_streams
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
-from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, directed_beats, half_corners, random_beats
+from qllm_cores.verif.baselines.tb_fp16_mac import (SPECIAL_FP16, directed_beats, half_corners,
+                                                    random_beats)
 
 ONE, MINUS_ONE = 0x3C00, 0xBC00
 
@@ -34,7 +35,7 @@ def _fields(beats_list):
 
 
 def _half_corner_beats():
-    from qllm_cores.verif.tb_fp16_mac import Stimulus
+    from qllm_cores.verif.baselines.tb_fp16_mac import Stimulus
     stimulus = Stimulus()
     half_corners(stimulus, np.random.default_rng(0))
     return stimulus.beats()

@@ -1,6 +1,6 @@
 """cocotb bench for the DSP48E2 behavioral model (``verif/models/DSP48E2.v``).
 
-The top level is ``dsp48e2_model_harness`` (written by ``tests/test_dsp48e2_model.py``): one
+The top level is ``dsp48e2_model_harness`` (written by ``tests/accllm/test_dsp48e2_model.py``): one
 DSP48E2 in the configuration of the AccLLM packed multiplier, ``AMULTSEL = "AD"``,
 ``INMODE = 5'b00100`` (AD = D + A2, multiplier B from B2), AREG = DREG = ADREG = MREG = PREG =
 CREG = 1, INMODEREG = OPMODEREG = ALUMODEREG = CARRYINREG = CARRYINSELREG = 1, BREG from the

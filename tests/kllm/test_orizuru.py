@@ -13,7 +13,7 @@ from qllm_cores.hdl.common.fp16 import Fp16TotalOrderCompare
 from qllm_cores.hdl.kllm.orizuru.orizuru import (DEFAULT_PIPELINES, MAX_PIPELINES, Orizuru, OrizuruScan,
     cycles_per_vector)
 from qllm_cores.hdl.kllm.orizuru.units import settle_cycles, unit_levels
-from qllm_cores.verif.orizuru_sim import simulate
+from qllm_cores.verif.kllm.orizuru_sim import simulate
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from qllm_cores.golden.oaken import pack_coo, unpack_coo
 from qllm_cores.verif.bench import Bench, compare_fields, record_metrics
-from qllm_cores.verif.oaken_chunks import chunk_streams, encode_chunks
+from qllm_cores.verif.oaken.chunks import chunk_streams, encode_chunks
 
 DENSITIES = [0.0, 0.01, 0.10, 0.50, 1.0]
 

@@ -17,7 +17,7 @@ from qllm_cores.hdl.baselines.fp16_pcu import Fp16Pcu
 from qllm_cores.verif.amaranth_sim import simulate_streams
 from qllm_cores.verif.payload import compare_outputs
 from qllm_cores.verif.runner import run_testbench
-from qllm_cores.verif.tb_fp16_pcu import directed_beats, random_beats
+from qllm_cores.verif.baselines.tb_fp16_pcu import directed_beats, random_beats
 
 # --- parameters ------------------------------------------------------------------------------
 

@@ -12,13 +12,13 @@ Tests
 -----
 directed_special_cases
     :func:`directed_beats`: every special and boundary binary16 operand (from
-    :data:`verif.tb_fp16_mac.SPECIAL_FP16`: +-0, +-inf, NaNs, subnormals, 65504...) as the
-    activation against every one as a weight, in every lane, the lanes of one beat holding
+    :data:`verif.baselines.tb_fp16_mac.SPECIAL_FP16`: +-0, +-inf, NaNs, subnormals, 65504...) as
+    the activation against every one as a weight, in every lane, the lanes of one beat holding
     different specials (NaN, infinities, -0, subnormals side by side), ``first`` and ``last``
     on every beat; two-beat sums of a few specials with different pairs per lane (``inf -
     inf`` in one lane, a finite sum in the next); then ``fp16_mac``'s whole directed stimulus
-    (:func:`verif.tb_fp16_mac.directed_beats`: rounding ties, cancellations, long dot products
-    of 6,000 beats, an infinity carried and cleared) as lane 0's operands, lane 1 the same
+    (:func:`verif.baselines.tb_fp16_mac.directed_beats`: rounding ties, cancellations, long dot
+    products of 6,000 beats, an infinity carried and cleared) as lane 0's operands, lane 1 the same
     with every weight negated, the other lanes with the weights rotated. Light backpressure.
 random_dot_products_backpressure
     ``QLLM_BEATS`` (default 20,000) beats in dot products of random lengths (1 to 2048), a
@@ -45,8 +45,8 @@ import numpy as np
 
 from qllm_cores.golden.baselines.fp16_mac import CANONICAL_NAN, fp32_is_nan
 from qllm_cores.verif.bench import Bench, record_metrics
-from qllm_cores.verif.tb_fp16_mac import SPECIAL_FP16, random_fp16
-from qllm_cores.verif.tb_fp16_mac import directed_beats as mac_directed_beats
+from qllm_cores.verif.baselines.tb_fp16_mac import SPECIAL_FP16, random_fp16
+from qllm_cores.verif.baselines.tb_fp16_mac import directed_beats as mac_directed_beats
 
 
 class Stimulus:

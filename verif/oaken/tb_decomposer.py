@@ -24,7 +24,7 @@ import numpy as np
 
 from qllm_cores.golden.oaken import decompose
 from qllm_cores.verif.bench import Bench, record_metrics
-from qllm_cores.verif.oaken_chunks import random_thresholds
+from qllm_cores.verif.oaken.chunks import random_thresholds
 
 NAMES = ("t_lo_o", "t_lo_i", "t_hi_i", "t_hi_o")
 

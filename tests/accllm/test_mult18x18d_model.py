@@ -1,7 +1,7 @@
 """The MULT18X18D simulation model (``verif/models/MULT18X18D.v``) on its own: lint-clean, refusing
 the register options it does not model, and its register stages against a delay line of exact
 products (a self-checking Verilator harness). ``accllm_dsp_mul``'s ECP5 target instantiates it;
-``tests/test_accllm_dsp_mul.py`` checks the unit."""
+``tests/accllm/test_accllm_dsp_mul.py`` checks the unit."""
 
 import re
 
@@ -11,7 +11,7 @@ from qllm_cores.verif.runner import MODELS
 
 
 def test_mult18x18d_model_is_lint_clean_and_refuses_what_it_does_not_model():
-    from tests.test_dsp48e2_model import verilator_lint
+    from tests.accllm.test_dsp48e2_model import verilator_lint
     from qllm_cores.verif.__main__ import lint_file
     model = MODELS / "MULT18X18D.v"
     assert lint_file(model, "MULT18X18D") == []

@@ -11,8 +11,8 @@ import pytest
 
 from qllm_cores.golden import p3
 from qllm_cores.golden.p3 import report as p3_report
-from tests.test_golden_p3 import (e4m3_value, random_stream, ref_pe, run_model, s0e4m4_value,
-                                  weight_real)
+from tests.p3.test_golden_p3 import (e4m3_value, random_stream, ref_pe, run_model,
+                                     s0e4m4_value, weight_real)
 
 ALL8 = np.arange(256)
 ALL4 = np.arange(16)

@@ -15,7 +15,7 @@ from qllm_cores.golden.p3 import pe_run
 from qllm_cores.hdl.common.compressor import Compressor42
 from qllm_cores.hdl.p3.pe import PIPELINE_CUTS, P3Pe
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
-from qllm_cores.verif.tb_p3_pe import FIELDS, directed_beats, random_dot_products
+from qllm_cores.verif.p3.tb_pe import FIELDS, directed_beats, random_dot_products
 
 DEFAULT_PIPELINE = UNITS["p3_pe"].defaults["pipeline"]
 

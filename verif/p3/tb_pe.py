@@ -34,7 +34,7 @@ FIELDS = ("act", "wgt", "act_fmt", "wgt_fmt", "sv_sel", "zp", "first", "last")
 
 async def run_checked(bench, beats, *, max_cycles_per_beat=20):
     """Send ``beats``, check every result; return the expected output fields (shared with
-    ``verif/tb_p3_pcu.py``)."""
+    ``verif/p3/tb_pcu.py``)."""
     await bench.start()
     bench.send("i", beats)
     expected = bench.expected({"i": beats})["o"]

@@ -28,7 +28,7 @@ from qllm_cores.golden.oaken import (
 )
 from qllm_cores.golden.oaken.report import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TH = (-100, -10, 10, 100)
 
 

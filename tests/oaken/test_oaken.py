@@ -12,7 +12,7 @@ from qllm_cores.gen import generate
 from qllm_cores.golden.oaken import decompose
 from qllm_cores.hdl.oaken.decomposer import OakenDecomposer
 from qllm_cores.hdl.oaken.dequantizer.dequantizer import OakenDequantizer
-from qllm_cores.verif.oaken_chunks import coo_beats, encode_chunks
+from qllm_cores.verif.oaken.chunks import coo_beats, encode_chunks
 from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
 
 # --- parameters -----------------------------------------------------------------------------
