@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -228,7 +229,9 @@ def test_elaboration_benchmark_prints_seconds_per_case(capsys):
     assert [line.split()[1] for line in cases] == [
         "defaults", "accllm-block", "accllm-tile", "groups=64,rows=32,x_bits=16"]
     assert all(float(line.split()[2]) > 0 for line in cases)
-    assert lines[-1] == "4 cases, 0 over 30 s, 0 failed"
+    # The summary counts the slow cases but does not judge them (a loaded machine is slow):
+    # a benchmark prints numbers, it asserts no time.
+    assert re.fullmatch(r"4 cases, \d+ over 30 s, 0 failed", lines[-1])
     assert main(["elaboration", "--unit", "nope"]) == 2
 
 
