@@ -209,7 +209,8 @@ AREA_AND_FMAX_NOTE = (
     "a design that does not fit the ECP5 25F (or that the registry sends there: one that "
     "does not route on the 25F) is placed on the 85F (marked), one that does "
     "not fit the UP5K is reported with the resource it lacks; \"not run\": area only (see "
-    "the unit's `report` rows in `gen/registry.py`). Latency: cycles from an input beat to its result "
+    "the unit's `report` rows in `gen/units/<paper>.py`). Latency: cycles from an input beat "
+    "to its result "
     "(the manifest's, at the unit's default `pipeline`); results / cycle at full rate (the "
     "registry's `rate`); throughput = Fmax x results / cycle."
 )
