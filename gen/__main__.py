@@ -4,6 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .axis import wrap
 from .registry import UNITS, parse_assignment, resolve_params
 from .verilog import check_prefix, generate
 
@@ -21,6 +22,9 @@ def main(argv=None):
                      help="prepended to the top module and every submodule's name, so that "
                           "several configurations share one Verilog project; also names the "
                           "files (<prefix><unit>.v)")
+    gen.add_argument("--axis", action="store_true",
+                     help="write the AXI4-Stream form instead: <prefix><unit>_axis.v, ports "
+                          "s_axis_t*/m_axis_t*, aclk, aresetn (docs/integration.md)")
     gen.add_argument("--out", default="build/verilog", help="output folder")
     sub.add_parser("elaboration", add_help=False,
                    help="seconds to elaborate each unit's default, paper and largest "
@@ -49,13 +53,16 @@ def main(argv=None):
         check_prefix(args.prefix)
         # Every unit and parameter is checked before anything is written.
         for unit in units:
-            resolve_params(unit, args.config, overrides)
+            spec, params = resolve_params(unit, args.config, overrides)
+            if args.axis:
+                wrap(spec.build(params), unit)
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {args.out}: exists and is not a folder")
         out.mkdir(parents=True, exist_ok=True)
         for unit in units:
-            path = generate(unit, overrides, args.out, config=args.config, prefix=args.prefix)
+            path = generate(unit, overrides, args.out, config=args.config, prefix=args.prefix,
+                            axis=args.axis)
             print(f"wrote {path}")
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -11,6 +11,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import data, wiring
 
+from .axis import SUFFIX, axis_header, axis_manifest, wrap
 from .registry import resolve_params
 
 __all__ = ["LINT_WAIVERS", "convert", "generate", "header", "layout_description", "manifest",
@@ -144,27 +145,35 @@ def waived(text):
     return off + text + on
 
 
-def generate(unit, params=None, out_dir="build/verilog", *, config=None, prefix=""):
+def generate(unit, params=None, out_dir="build/verilog", *, config=None, prefix="",
+             axis=False):
     """Write ``<out_dir>/<prefix><unit>.v`` and ``.json``; return the Verilog path.
 
     ``params`` override the unit's defaults (after the named ``config``, if any). The Verilog
     is generated with ``emit_src=False``: it carries no source paths and is reproducible.
     ``prefix`` is prepended to the top module and every module it instantiates, so that
     several configurations live in one Verilog project (contract section 0).
+    ``axis`` writes the AXI4-Stream form instead, ``<prefix><unit>_axis.v`` and ``.json``
+    (:mod:`gen.axis`, docs/integration.md); ``ValueError`` for a unit without streams.
     """
     check_prefix(prefix)
     spec, requested = resolve_params(unit, config, params)
     component = spec.build(requested)
-    text = convert(component, unit, prefix)
+    top = wrap(component, unit) if axis else component
+    stem = unit + SUFFIX if axis else unit
+    text = convert(top, stem, prefix)
     described = manifest(spec, component, config)
     if prefix:
         described["top"] = prefix + unit
         described["shared_modules"] = [prefix + name for name in described["shared_modules"]]
+    if axis:
+        described = axis_manifest(described, top)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    verilog_path = out_dir / f"{prefix}{unit}.v"
-    _write_if_changed(verilog_path, header(described) + waived(text))
-    write_manifest(out_dir / f"{prefix}{unit}.json", described)
+    verilog_path = out_dir / f"{prefix}{stem}.v"
+    notes = axis_header(described) if axis else ""
+    _write_if_changed(verilog_path, header(described) + notes + waived(text))
+    write_manifest(out_dir / f"{prefix}{stem}.json", described)
     return verilog_path
 
 

