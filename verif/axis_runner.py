@@ -10,8 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from .runner import (BUILD, BenchFailure, config_key, cxx_environment, cxx_optimization,
-                     locked, primitive_models, tool_environment)
+from .runner import BenchFailure, build_unit
 
 __all__ = ["build_axis_unit", "run_axis_bench", "TEST_MODULE"]
 
@@ -20,51 +19,10 @@ TEST_MODULE = "qllm_cores.verif.axis_bench"
 
 
 def build_axis_unit(unit, params=None, *, config=None, sim=None, mutation=None, cxx_opt=None):
-    """Generate (``generate(..., axis=True)``) and compile the AXI4-Stream form of one unit
-    configuration; return ``(runner, build_dir, manifest)``.
-
-    ``sim`` is ``"verilator"`` (default, or ``$SIM``) or ``"icarus"``. ``mutation`` is
-    ``(name, edit)``: ``edit`` maps the generated Verilog text to a deliberately broken one
-    (built in its own folder), to show that the bench fails on it.
-    """
-    from cocotb_tools.runner import get_runner
-
-    from qllm_cores.gen import generate, resolve_params
-
-    sim = sim or os.environ.get("SIM", "verilator")
-    if sim not in ("verilator", "icarus"):
-        raise ValueError(f"SIM must be 'verilator' or 'icarus', not {sim!r}")
-    _, resolved = resolve_params(unit, config, params)
-    build_dir = BUILD / "sim" / f"{config_key(unit, resolved, sim, False)}-axis"
-    opt = cxx_optimization(cxx_opt) if sim == "verilator" else ""
-    if opt:
-        build_dir = build_dir.with_name(f"{build_dir.name}{opt}")
-    if mutation is not None:
-        build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
-    tool_environment()
-    runner = get_runner(sim)
-    with locked(build_dir.with_suffix(".lock")):
-        verilog = generate(unit, resolved, build_dir / "rtl", axis=True)
-        manifest = json.loads(verilog.with_suffix(".json").read_text())
-        if mutation is not None:
-            mutant = verilog.with_name(f"{verilog.stem}_mutant.v")
-            text = mutation[1](verilog.read_text())
-            if not mutant.exists() or mutant.read_text() != text:
-                mutant.write_text(text)
-            verilog = mutant
-        build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else []
-        if sim == "verilator" and manifest.get("shared_modules"):
-            build_args.append("-fno-inline")     # as verif.runner.build_unit
-        try:
-            with cxx_environment(opt):
-                runner.build(sources=[*primitive_models(manifest), verilog],
-                             hdl_toplevel=manifest["top"], build_dir=build_dir,
-                             build_args=build_args, timescale=("1ns", "1ps"),
-                             log_file=build_dir / "build.log")
-        except (RuntimeError, SystemExit) as error:
-            raise BenchFailure(f"{unit} (axis): {sim} build failed ({error})"
-                               f"{_tail(build_dir / 'build.log')}") from None
-    return runner, build_dir, manifest
+    """Generate and compile ``unit`` under AXI4-Stream names: :func:`verif.runner.build_unit`
+    with ``axis=True``; returns ``(runner, build_dir, manifest)``."""
+    return build_unit(unit, params, config=config, sim=sim, waves=False, mutation=mutation,
+                      cxx_opt=cxx_opt, axis=True)
 
 
 def run_axis_bench(unit, params=None, *, config=None, beats=64, valid_probability=0.7,

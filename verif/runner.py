@@ -230,8 +230,11 @@ def edit_site(text, pattern, replacement, *, sites=1):
 
 
 def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None,
-               cxx_opt=None):
+               cxx_opt=None, axis=False):
     """Generate and compile one unit configuration; return ``(runner, build_dir, manifest)``.
+
+    ``axis``: the unit under AXI4-Stream names (``qllm verilog --axis``), top
+    ``<unit>_axis``, in its own build folder (``...-axis``).
 
     The build is reused when its Verilog has not changed (Verilator skips identical inputs and
     make is incremental).
@@ -246,7 +249,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     sim = _simulator(sim)
     waves = _waves(waves)
     _, resolved = resolve_params(unit, config, params)
-    build_dir = BUILD / "sim" / config_key(unit, resolved, sim, waves)
+    build_dir = BUILD / "sim" / (config_key(unit, resolved, sim, waves) + ("-axis" if axis else ""))
     opt = cxx_optimization(cxx_opt) if sim == "verilator" else ""
     if opt:
         # Make does not see compiler flags change: another optimization, another build.
@@ -254,15 +257,17 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     if mutation is not None:
         build_dir = build_dir.with_name(f"{build_dir.name}-mutant-{mutation[0]}")
     tool_environment()
-    runner = _ports_only_verilator() if sim == "verilator" else get_runner(sim)
+    # (The AXI-Stream wrapper's ports have other names: every signal is public there.)
+    ports_only = sim == "verilator" and not axis
+    runner = _ports_only_verilator() if ports_only else get_runner(sim)
     with locked(build_dir.with_suffix(".lock")):
-        verilog = generate(unit, resolved, build_dir / "rtl")
+        verilog = generate(unit, resolved, build_dir / "rtl", axis=axis)
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         sources = [*primitive_models(manifest), verilog]
-        if sim == "verilator":
+        if ports_only:
             sources.insert(0, _ports_control_file(build_dir / "rtl" / "ports.vlt", unit, manifest))
         if mutation is not None:
-            mutant = verilog.with_name(f"{unit}_mutant.v")
+            mutant = verilog.with_name(f"{verilog.stem}_mutant.v")
             text = mutation[1](verilog.read_text())
             if not mutant.exists() or mutant.read_text() != text:
                 mutant.write_text(text)
@@ -287,7 +292,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
             with _waves_environment(waves), cxx_environment(opt):
                 runner.build(
                     sources=sources,
-                    hdl_toplevel=unit,
+                    hdl_toplevel=manifest["top"],
                     build_dir=build_dir,
                     build_args=build_args,
                     timescale=("1ns", "1ps"),
@@ -295,7 +300,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
                     log_file=build_dir / "build.log",
                 )
         except (RuntimeError, SystemExit) as error:
-            raise BenchFailure(f"{unit}: {sim} build failed ({error})"
+            raise BenchFailure(f"{unit}{' (axis)' if axis else ''}: {sim} build failed ({error})"
                                f"{_log_tail(build_dir / 'build.log')}") from None
     return runner, build_dir, manifest
 
