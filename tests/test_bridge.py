@@ -339,7 +339,7 @@ def test_the_manifest_gives_the_components_frames(unit):
     layout = BridgeLayout.from_manifest(from_file)
     assert layout == layout_of(component)
     assert bridge_identity(layout, unit, from_file["params"]) == \
-        bridge_identity(layout_of(component), unit, params)
+        bridge_identity(layout_of(component), unit, spec.resolved(component))
 
 
 def test_a_member_that_is_neither_stream_nor_signal_is_refused():
@@ -362,7 +362,7 @@ def test_the_protocol_and_host_need_no_hardware_description():
             "'qllm_cores.hdl.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
-    assert out.stdout.strip() == "['qllm_cores.hdl.common.params']"
+    assert out.stdout.strip() == "['qllm_cores.hdl.common', 'qllm_cores.hdl.common.params']"
 
 
 def test_host_command_line_with_a_manifest(tmp_path, monkeypatch, capsys):
