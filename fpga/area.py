@@ -20,7 +20,7 @@ from pathlib import Path
 
 from qllm_cores.fpga.cache import cached, flow_fingerprint
 from qllm_cores.fpga.jobs import Failure, run_jobs
-from qllm_cores.fpga.tools import unique
+from qllm_cores.fpga.tools import flattened_size, unique
 from qllm_cores.fpga.yosys import TARGETS, SynthResult, synth
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "find_units",
     "long_csv",
     "format_params",
+    "largest_first",
     "positive_int_argument",
     "read_sources",
     "remove_reports",
@@ -111,6 +112,15 @@ def format_params(params: dict) -> str:
     return ", ".join(f"{key}={render(value)}" for key, value in params.items())
 
 
+def largest_first(units: Sequence[Unit]) -> list[Unit]:
+    """`units` ordered by their flattened Verilog size (:func:`fpga.tools.flattened_size`),
+    largest first, ties in the given order: the order the studies submit their runs in, so
+    the longest ones start first and do not finish alone at the end."""
+    sizes = [flattened_size(unit.verilog, unit.top) for unit in units]
+    return [unit for _, _, unit in sorted(zip((-size for size in sizes), range(len(sizes)),
+                                              units), key=lambda entry: entry[:2])]
+
+
 def synthesize_all(
     units: Sequence[Unit],
     targets: Sequence[str],
@@ -119,7 +129,7 @@ def synthesize_all(
     jobs: int = 2,
     progress=None,
 ) -> tuple[dict[tuple[str, str], SynthResult], list[Failure]]:
-    """Synthesise every (unit, target) pair in a process pool.
+    """Synthesise every (unit, target) pair in a process pool, the largest units first.
 
     Parameters
     ----------
@@ -149,7 +159,7 @@ def synthesize_all(
     unknown = [target for target in targets if target not in TARGETS]
     if unknown:
         raise ValueError(f"target={unknown[0]!r} is not one of {', '.join(TARGETS)}")
-    pairs = [(unit, target) for unit in units for target in targets
+    pairs = [(unit, target) for unit in largest_first(units) for target in targets
              if unit.synth_targets is None or target in unit.synth_targets]
     results: dict[tuple[str, str], SynthResult] = {}
     failures: list[Failure] = []

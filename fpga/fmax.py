@@ -48,6 +48,7 @@ from qllm_cores.fpga.area import (
     AreaInputError,
     Unit,
     find_units,
+    largest_first,
     positive_int_argument,
     read_sources,
     remove_reports,
@@ -360,7 +361,8 @@ def fmax_all(units: Sequence[Unit], targets: Sequence[str], workdir: Path, *, jo
              ) -> tuple[dict[tuple[str, str], dict], list[Failure]]:
     """Run every allowed (unit, target) pair with `jobs` runs in parallel: `fmax_job`'s data
     by ``(unit, target)``, and the failures (tagged ``(unit, target)``)."""
-    pairs = [(unit, target) for unit in units for target in targets if runnable(unit, target)]
+    pairs = [(unit, target) for unit in largest_first(units) for target in targets
+             if runnable(unit, target)]
     for unit in units:
         skipped = [target for target in targets if not runnable(unit, target)]
         if skipped:

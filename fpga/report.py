@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from qllm_cores.fpga.area import Unit, area_job, find_units, format_params, positive_int_argument
+from qllm_cores.fpga.area import (Unit, area_job, find_units, format_params, largest_first,
+                                  positive_int_argument)
 from qllm_cores.fpga.fmax import fmax_job, tool_versions
 from qllm_cores.fpga.jobs import Failure, JobSetupError, run_jobs
 from qllm_cores.fpga.nextpnr import FmaxError
@@ -192,7 +193,8 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     libraries = {library: find_liberty(library) for library in STDCELL_TARGETS}
     units = {row.label: generate_row(row, build_dir / "report" / "verilog") for row in rows}
     jobs_list = []
-    for row in rows:
+    by_size = largest_first(list(units.values()))
+    for row in sorted(rows, key=lambda row: by_size.index(units[row.label])):
         unit = units[row.label]
         for target in AREA_TARGETS:
             if unit.synth_targets is None or target in unit.synth_targets:

@@ -3,7 +3,8 @@
 import pytest
 
 from qllm_cores.fpga.nextpnr import over_capacity, over_capacity_text
-from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, log_tail, unique
+from qllm_cores.fpga.area import Unit, largest_first
+from qllm_cores.fpga.tools import LOG_TAIL_LINES, find_tool, flattened_size, log_tail, unique
 
 
 def test_find_tool_beside_the_interpreter_or_names_the_package():
@@ -25,6 +26,39 @@ def test_log_tail_quotes_the_last_lines(tmp_path):
 
 def test_unique_keeps_first_seen_order():
     assert unique(["ecp5", "ice40", "ecp5", "cmos", "ice40"]) == ["ecp5", "ice40", "cmos"]
+
+
+PAD = "  // " + "x" * 9_990 + "\n"      # 10,000 characters
+
+
+def _write(path, modules):
+    path.write_text("".join(f"module {name}(clk);\n  input clk;\n{body}endmodule\n\n"
+                            for name, body in modules.items()))
+    return path
+
+
+def test_flattened_size_counts_a_shared_module_once_per_instance(tmp_path):
+    """Amaranth's instance syntax (escaped names too); vendor primitives count nothing."""
+    verilog = _write(tmp_path / "design.v", {
+        "leaf": PAD,
+        "\\mid.pair ": "  leaf a (\n    .clk(clk)\n  );\n  leaf b (\n    .clk(clk)\n  );\n",
+        "top": ("  \\mid.pair  m0 (\n    .clk(clk)\n  );\n  \\mid.pair  m1 (\n    .clk(clk)\n  );\n"
+                "  MULT18X18D dsp (\n    .CLK0(clk)\n  );\n"),
+    })
+    leaf, top = flattened_size(verilog, "leaf"), flattened_size(verilog, "top")
+    assert 10_000 <= leaf < 10_100
+    assert 4 * leaf <= top < 4 * leaf + 600          # four leaves and a little wiring
+    assert flattened_size(verilog, "nosuch") == 0
+
+
+def test_largest_first_orders_the_runs_by_flattened_size(tmp_path):
+    one = _write(tmp_path / "one.v", {"one": PAD})
+    many = _write(tmp_path / "many.v", {"cell": PAD, "many": "  cell c0 (\n  );\n  cell c1 (\n  );\n"})
+    small = _write(tmp_path / "small.v", {"small": "  // tiny\n"})
+    units = [Unit(name, top, {}, path) for name, top, path in
+             (("small", "small", small), ("one", "one", one), ("many", "many", many),
+              ("one_again", "one", one))]
+    assert [unit.name for unit in largest_first(units)] == ["many", "one", "one_again", "small"]
 
 
 def test_over_capacity_reads_the_utilisation_lines():
