@@ -50,7 +50,7 @@ venv: $(STAMP)
 # other synthesis tables (every area target, the AccLLM DSP packing, the papers' standard-cell
 # rows) are their own targets.
 all: verilog oaken-report p3-report paper-numbers
-	$(MAKE) --no-print-directory -j2 --output-sync=line benches build/reports/area-ecp5.txt
+	$(MAKE) --no-print-directory -j2 benches build/reports/area-ecp5.txt
 	@cat build/reports/area-ecp5.txt
 
 verilog: $(STAMP)
