@@ -100,7 +100,8 @@ area-ecp5: verilog
 # only when it is complete.
 build/reports/area-ecp5.txt: $(STAMP) FORCE
 	@mkdir -p $(@D)
-	$(QLLM) area --target ecp5 --jobs $(NPROC) > $@.tmp && mv $@.tmp $@
+	$(QLLM) area --target ecp5 --jobs $(NPROC) > $@.tmp || { rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
 
 FORCE:
 
