@@ -1,5 +1,5 @@
 """One command line for the studies and the board link: ``qllm {area,fmax,report,
-sweep,accllm,paper-area,counter-split,stdcell,bitstream,host} ...``.
+sweep,accllm,paper-area,counter-split,counter-bound,stdcell,bitstream,host} ...``.
 
 ``area [--unit NAME ...] [--target T ...] [--jobs N]`` is here; the others are the studies'
 own command lines (``qllm <command> --help``), which ``python -m qllm_cores.fpga.<module>``
@@ -44,6 +44,8 @@ COMMANDS = {
                    "the papers' hardware tables beside ours, standard cells"),
     "counter-split": ("qllm_cores.fpga.kllm_counter_split",
                       "the KLLM counter's area split by block"),
+    "counter-bound": ("qllm_cores.fpga.kllm_counter_bound",
+                      "the KLLM counter's lower bound at its structure, standard cells"),
     "stdcell": ("qllm_cores.fpga.stdcell.cli",
                 "standard-cell area and estimated Fmax on open PDKs"),
     "bitstream": ("qllm_cores.fpga.bridge.board",

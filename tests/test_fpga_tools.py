@@ -76,7 +76,7 @@ def test_one_command_line_runs_every_study(tmp_path, capsys):
     from qllm_cores.fpga.__main__ import COMMANDS, main
 
     assert set(COMMANDS) == {"fmax", "report", "sweep", "accllm", "paper-area", "counter-split",
-                             "stdcell", "bitstream", "host"}
+                             "counter-bound", "stdcell", "bitstream", "host"}
     (tmp_path / "verilog").mkdir()
     assert main(["stdcell", "--build-dir", str(tmp_path), "--library", "tsmc28"]) == 2
     assert "fpga stdcell:" in capsys.readouterr().err

@@ -1,0 +1,215 @@
+"""What KLLM's Index Distribution Counter must cost at its described structure, on standard
+cells, beside Table I.
+
+``qllm counter-bound [--bins 128 256] [--inputs 16] [--length 4096] [--library sky130 ihp]
+[--build-dir build]``
+
+KLLM section IV-B describes the counter as one-hot decoders and bit counters ("BTCs") over the
+bins, counting a reduction of ``length`` indices arriving ``inputs`` a cycle. At full rate and
+with nothing kept outside the counter, any circuit of that structure holds, at least:
+
+* per input lane, a decoder of its index to one line per bin;
+* per bin, the count of the lines set this cycle and its running count of
+  ``bits(length)`` bits (the population count and the accumulator register, "bin");
+* per bin, a second copy of that count for the readout, because the next reduction starts
+  while the last one's histogram is read out (one bin a cycle, as the column's MACs consume
+  it): a register loaded at the end of a reduction and shifted towards bin 0 ("readout word").
+
+Each of the three blocks is generated alone, flattened, and mapped on the library by the
+project's standard-cell flow (:mod:`fpga.stdcell`); the bound is their sum at the counts
+above, with no pipeline register, control or output buffer. The project's ``fp16_mac`` is
+mapped in the same run to express it in FP16 MACs, as Table I does. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
+
+from qllm_cores.gen.verilog import generate
+from qllm_cores.hdl.common.arith import popcount
+
+from .area import Unit
+from .kllm_counter_split import PAPER_COUNTERS_MM2, PAPER_MACS_MM2
+from .paper.sources import NAND2_28NM_SOURCE, nand2_eq_28nm
+from .stdcell import LibraryError, find_liberty, stdcell_job
+from .stdcell.cli import DEFAULT_LIBRARIES
+
+__all__ = ["Bound", "BinCount", "OneHotDecoder", "ReadoutWord", "bound", "main"]
+
+#: KLLM Table I: one 16-input counter (um^2, 28 nm) and the MACs it stands for.
+PAPER_COUNTER_UM2 = PAPER_COUNTERS_MM2 / 32 * 1e6
+
+
+class OneHotDecoder(Elaboratable):
+    """One lane's index (``idx_bits``) to ``2**idx_bits`` lines, all low unless ``valid``."""
+
+    def __init__(self, idx_bits: int):
+        self.idx = Signal(idx_bits)
+        self.valid = Signal()
+        self.lines = Signal(2 ** idx_bits)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.lines.eq(self.valid << self.idx)
+        return m
+
+
+class BinCount(Elaboratable):
+    """One bin: ``count = (fresh ? 0 : count) + popcount(hits)`` every cycle."""
+
+    def __init__(self, inputs: int, count_bits: int):
+        self.hits = Signal(inputs)
+        self.fresh = Signal()
+        self.count = Signal(count_bits)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.count.eq(
+            (self.count & ~self.fresh.replicate(len(self.count))) + popcount(self.hits))
+        return m
+
+
+class ReadoutWord(Elaboratable):
+    """One bin of the readout copy: loads the finished count or takes its neighbour's."""
+
+    def __init__(self, count_bits: int):
+        self.load = Signal()
+        self.count = Signal(count_bits)
+        self.neighbour = Signal(count_bits)
+        self.word = Signal(count_bits)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.word.eq(Mux(self.load, self.count, self.neighbour))
+        return m
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The bound at one configuration on one library (NAND2-equivalents)."""
+
+    bins: int
+    library: str
+    decoder: float
+    bin: float
+    readout_word: float
+    inputs: int
+    fp16_mac: float
+
+    @property
+    def total(self) -> float:
+        return self.inputs * self.decoder + self.bins * (self.bin + self.readout_word)
+
+    @property
+    def in_macs(self) -> float:
+        return self.total / self.fp16_mac
+
+    @property
+    def macs_per_cycle_per_mac_area(self) -> float:
+        """Index-MACs a cycle (one per input) per FP16 MAC of area."""
+        return self.inputs / self.in_macs
+
+
+def _block(component, name: str, ports, directory: Path) -> Unit:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.v"
+    path.write_text(verilog.convert(component, name=name, ports=ports, emit_src=False))
+    return Unit(name, name, {}, path)
+
+
+def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
+          progress=lambda _: None) -> list[Bound]:
+    """Map the blocks and the FP16 MAC on every library; one :class:`Bound` per (bins,
+    library). Raises ValueError on a parameter out of range, LibraryError without a library."""
+    if inputs < 1:
+        raise ValueError(f"inputs={inputs!r} must be at least 1")
+    if length < 1:
+        raise ValueError(f"length={length!r} must be at least 1")
+    for bins in bins_list:
+        if bins < 2 or bins & (bins - 1):
+            raise ValueError(f"bins={bins!r} must be a power of two of at least 2")
+    for library in libraries:
+        find_liberty(library)
+    count_bits = length.bit_length()
+    work = Path(build_dir) / "counter-bound"
+    mac_dir = work / "fp16_mac"
+    mac = Unit("fp16_mac", "fp16_mac", {}, generate("fp16_mac", {}, mac_dir))
+    word = ReadoutWord(count_bits)
+    count = BinCount(inputs, count_bits)
+    shared = {
+        "bin": _block(count, f"bin_i{inputs}_c{count_bits}",
+                      [count.hits, count.fresh, count.count], work / "v"),
+        "readout_word": _block(word, f"readout_word_c{count_bits}",
+                               [word.load, word.count, word.neighbour, word.word], work / "v"),
+    }
+    results = []
+    for library in libraries:
+        def run(unit):
+            progress(f"{unit.name} on {library}")
+            return stdcell_job(unit, library, work / "synth", work / "cache")["nand2_eq"]
+        mac_eq = run(mac)
+        blocks = {name: run(unit) for name, unit in shared.items()}
+        for bins in bins_list:
+            decoder = OneHotDecoder(int(math.log2(bins)))
+            unit = _block(decoder, f"decoder_{bins}", [decoder.idx, decoder.valid, decoder.lines],
+                          work / "v")
+            results.append(Bound(bins, library, run(unit), blocks["bin"],
+                                 blocks["readout_word"], inputs, mac_eq))
+    return results
+
+
+def render(bounds, inputs: int, length: int) -> str:
+    """The Markdown table of :func:`bound`'s results beside Table I."""
+    paper_eq = nand2_eq_28nm(PAPER_COUNTER_UM2)
+    paper_macs = PAPER_COUNTERS_MM2 / PAPER_MACS_MM2
+    lines = [
+        f"Lower bound of a {inputs}-input counter at full rate, reductions of {length} "
+        f"indices ({length.bit_length()}-bit counts), at KLLM's structure (NAND2-eq, "
+        "flattened blocks, no pipeline register or control):",
+        "",
+        "| bins | library | decoder (x inputs) | bin: count + accumulator (x bins) | readout "
+        "word (x bins) | total | FP16 MAC | total in FP16 MACs | index-MACs / cycle per "
+        "FP16-MAC area |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for b in bounds:
+        lines.append(f"| {b.bins} | {b.library} | {b.decoder:,.0f} | {b.bin:,.1f} | "
+                     f"{b.readout_word:,.1f} | {b.total:,.0f} | {b.fp16_mac:,.0f} | "
+                     f"{b.in_macs:.2f} | {b.macs_per_cycle_per_mac_area:.2f} |")
+    lines += [
+        f"| KLLM Table I | 28 nm | | | | {paper_eq:,.0f} ({PAPER_COUNTER_UM2:,.0f} um^2) | | "
+        f"{paper_macs:.2f} | {16 / paper_macs:.2f} |",
+        "",
+        f"Table I's NAND2-eq: its um^2 / {NAND2_28NM_SOURCE}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="qllm counter-bound",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bins", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--inputs", type=int, default=16)
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--library", nargs="+", default=list(DEFAULT_LIBRARIES))
+    parser.add_argument("--build-dir", type=Path, default=Path("build"))
+    args = parser.parse_args(argv)
+    try:
+        bounds = bound(args.bins, args.inputs, args.length, args.library, args.build_dir,
+                       progress=lambda text: print(text, file=sys.stderr, flush=True))
+    except (ValueError, LibraryError) as error:
+        print(f"qllm counter-bound: {error}", file=sys.stderr)
+        return 2
+    print(render(bounds, args.inputs, args.length))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""qllm counter-bound: the KLLM counter's blocks at its described structure, on sky130."""
+
+import pytest
+
+from qllm_cores.fpga.kllm_counter_bound import bound, main
+
+#: sky130_fd_sc_hd: dfxtp_1 20.0192 um^2 / nand2_1 3.7536 um^2 (the Liberty file's areas).
+SKY130_FLOP_EQ = 20.0192 / 3.7536
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bins", "12"], "bins=12 must be a power of two"),
+    (["--inputs", "0"], "inputs=0 must be at least 1"),
+    (["--length", "0"], "length=0 must be at least 1"),
+    (["--library", "tsmc28"], "library must be one of"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
+    assert main([*argv, "--build-dir", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qllm counter-bound: ") and message in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "b").exists()
+
+
+def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatch, pdk_root):
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
+    small, large = bound([4, 16], inputs=4, length=100, libraries=["sky130"],
+                         build_dir=tmp_path)
+    count_bits = 7                                  # 0..100
+    for b in (small, large):
+        # every count bit is a flip-flop in the bin and in its readout word, plus logic
+        assert b.bin > count_bits * SKY130_FLOP_EQ + 10
+        assert count_bits * SKY130_FLOP_EQ < b.readout_word < count_bits * (SKY130_FLOP_EQ + 4)
+        assert b.total == pytest.approx(4 * b.decoder + b.bins * (b.bin + b.readout_word))
+        assert 4_000 < b.fp16_mac < 10_000
+    assert (small.bin, small.readout_word) == (large.bin, large.readout_word)
+    assert 2 < small.decoder < large.decoder      # 2 -> 4 and 4 -> 16 lines
+    assert large.total > 3 * small.total
+
+
+def test_the_table_names_table_i_and_its_28nm_gate(tmp_path, monkeypatch, pdk_root, capsys):
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
+    assert main(["--bins", "4", "--inputs", "2", "--length", "8", "--library", "sky130",
+                 "--build-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| 4 | sky130 |" in out
+    assert "| KLLM Table I | 28 nm | | | | 17,283 (8,469 um^2) | | 2.99 | 5.34 |" in out
+    assert "0.49 um^2" in out
