@@ -41,7 +41,8 @@ from .paper.sources import NAND2_28NM_SOURCE, nand2_eq_28nm
 from .stdcell import LibraryError, find_liberty, stdcell_job
 from .stdcell.cli import DEFAULT_LIBRARIES
 
-__all__ = ["Bound", "BinCount", "OneHotDecoder", "ReadoutWord", "bound", "main"]
+__all__ = ["Bound", "BinCount", "BinPopcount", "OneHotDecoder", "ReadoutWord", "bound", "main",
+           "readings"]
 
 #: KLLM Table I: one 16-input counter (um^2, 28 nm) and the MACs it stands for.
 PAPER_COUNTER_UM2 = PAPER_COUNTERS_MM2 / 32 * 1e6
@@ -76,6 +77,19 @@ class BinCount(Elaboratable):
         return m
 
 
+class BinPopcount(Elaboratable):
+    """One bin's count of this cycle's lines alone (combinational; no running count)."""
+
+    def __init__(self, inputs: int):
+        self.hits = Signal(inputs)
+        self.count = Signal(inputs.bit_length())
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.count.eq(popcount(self.hits))
+        return m
+
+
 class ReadoutWord(Elaboratable):
     """One bin of the readout copy: loads the finished count or takes its neighbour's."""
 
@@ -100,7 +114,9 @@ class Bound:
     decoder: float
     bin: float
     readout_word: float
+    popcount: float
     inputs: int
+    length: int
     fp16_mac: float
 
     @property
@@ -115,6 +131,22 @@ class Bound:
     def macs_per_cycle_per_mac_area(self) -> float:
         """Index-MACs a cycle (one per input) per FP16 MAC of area."""
         return self.inputs / self.in_macs
+
+
+def readings(b: Bound) -> list[tuple[str, float, float, str]]:
+    """Ways to read Table I's counter, each as ``(name, NAND2-eq, index-MACs a cycle,
+    consequence)`` built from the same blocks (the lower-rate reading is ``--inputs``)."""
+    beats = -(-b.length // b.inputs)
+    return [
+        ("as described: two copies of the counts", b.total, b.inputs, "none"),
+        ("one copy: the readout stalls the input", b.inputs * b.decoder + b.bins * b.bin,
+         b.inputs * beats / (beats + b.bins),
+         f"the input waits {b.bins} cycles per reduction of {beats} beats"),
+        ("counts kept outside: the counter only counts this cycle's lines",
+         b.inputs * b.decoder + b.bins * b.popcount, b.inputs,
+         f"{b.bins} counts of {b.inputs.bit_length()} bits leave every cycle; the running "
+         f"counts ({b.bins} x {b.length.bit_length()} bits, twice) live elsewhere"),
+    ]
 
 
 def _block(component, name: str, ports, directory: Path) -> Unit:
@@ -143,7 +175,9 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
     mac = Unit("fp16_mac", "fp16_mac", {}, generate("fp16_mac", {}, mac_dir))
     word = ReadoutWord(count_bits)
     count = BinCount(inputs, count_bits)
+    lines = BinPopcount(inputs)
     shared = {
+        "popcount": _block(lines, f"popcount_i{inputs}", [lines.hits, lines.count], work / "v"),
         "bin": _block(count, f"bin_i{inputs}_c{count_bits}",
                       [count.hits, count.fresh, count.count], work / "v"),
         "readout_word": _block(word, f"readout_word_c{count_bits}",
@@ -161,7 +195,8 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
             unit = _block(decoder, f"decoder_{bins}", [decoder.idx, decoder.valid, decoder.lines],
                           work / "v")
             results.append(Bound(bins, library, run(unit), blocks["bin"],
-                                 blocks["readout_word"], inputs, mac_eq))
+                                 blocks["readout_word"], blocks["popcount"], inputs, length,
+                                 mac_eq))
     return results
 
 
@@ -188,7 +223,18 @@ def render(bounds, inputs: int, length: int) -> str:
         f"{paper_macs:.2f} | {16 / paper_macs:.2f} |",
         "",
         f"Table I's NAND2-eq: its um^2 / {NAND2_28NM_SOURCE}",
+        "",
+        "Readings of Table I's counter, from the same blocks:",
+        "",
+        "| bins | library | reading | NAND2-eq | in FP16 MACs | index-MACs / cycle | per "
+        "FP16-MAC area | consequence |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
+    for b in bounds:
+        for name, area, rate, consequence in readings(b):
+            macs = area / b.fp16_mac
+            lines.append(f"| {b.bins} | {b.library} | {name} | {area:,.0f} | {macs:.2f} | "
+                         f"{rate:.2f} | {rate / macs:.2f} | {consequence} |")
     return "\n".join(lines)
 
 

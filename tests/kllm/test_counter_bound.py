@@ -2,7 +2,7 @@
 
 import pytest
 
-from qllm_cores.fpga.kllm_counter_bound import bound, main
+from qllm_cores.fpga.kllm_counter_bound import bound, main, readings
 
 #: sky130_fd_sc_hd: dfxtp_1 20.0192 um^2 / nand2_1 3.7536 um^2 (the Liberty file's areas).
 SKY130_FLOP_EQ = 20.0192 / 3.7536
@@ -36,6 +36,12 @@ def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatc
     assert (small.bin, small.readout_word) == (large.bin, large.readout_word)
     assert 2 < small.decoder < large.decoder      # 2 -> 4 and 4 -> 16 lines
     assert large.total > 3 * small.total
+    assert 0 < small.popcount < small.bin - count_bits * SKY130_FLOP_EQ
+    described, one_copy, outside = readings(small)
+    assert described[1:3] == (small.total, 4)
+    assert one_copy[1] == pytest.approx(small.total - 4 * small.readout_word)
+    assert one_copy[2] == pytest.approx(4 * 25 / (25 + 4))     # 25 beats, then 4 readout cycles
+    assert outside[1] == pytest.approx(4 * small.decoder + 4 * small.popcount)
 
 
 def test_the_table_names_table_i_and_its_28nm_gate(tmp_path, monkeypatch, pdk_root, capsys):
