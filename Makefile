@@ -94,10 +94,11 @@ area synth: verilog
 
 # The area table of make: ECP5 (the 150 MHz target's family) only.
 area-ecp5: verilog
-	$(QLLM) area --target ecp5 --jobs $(NPROC)
+	@$(MAKE) --no-print-directory build/reports/area-ecp5.txt
+	@cat build/reports/area-ecp5.txt
 
-# The same table kept for make (after its verilog step) to print after the benches; written
-# only when it is complete.
+# The table kept in a file, so that make (after its verilog step) prints it after the benches;
+# written only when it is complete.
 build/reports/area-ecp5.txt: $(STAMP) FORCE
 	@mkdir -p $(@D)
 	$(QLLM) area --target ecp5 --jobs $(NPROC) > $@.tmp || { rm -f $@.tmp; exit 1; }

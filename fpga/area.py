@@ -116,9 +116,7 @@ def largest_first(units: Sequence[Unit]) -> list[Unit]:
     """`units` ordered by their flattened Verilog size (:func:`fpga.tools.flattened_size`),
     largest first, ties in the given order: the order the studies submit their runs in, so
     the longest ones start first and do not finish alone at the end."""
-    sizes = [flattened_size(unit.verilog, unit.top) for unit in units]
-    return [unit for _, _, unit in sorted(zip((-size for size in sizes), range(len(sizes)),
-                                              units), key=lambda entry: entry[:2])]
+    return sorted(units, key=lambda unit: -flattened_size(unit.verilog, unit.top))
 
 
 def synthesize_all(

@@ -36,16 +36,16 @@ from qllm_cores.gen.verilog import generate
 from qllm_cores.hdl.common.arith import popcount
 
 from .area import Unit
-from .kllm_counter_split import PAPER_COUNTERS_MM2, PAPER_MACS_MM2
-from .paper.sources import NAND2_28NM_SOURCE, nand2_eq_28nm
+from .paper.sources import NAND2_28NM_SOURCE, TABLE_I, nand2_eq_28nm
 from .stdcell import LibraryError, find_liberty, stdcell_job
 from .stdcell.cli import DEFAULT_LIBRARIES
 
 __all__ = ["Bound", "BinCount", "BinPopcount", "OneHotDecoder", "ReadoutWord", "bound", "main",
            "readings"]
 
-#: KLLM Table I: one 16-input counter (um^2, 28 nm) and the MACs it stands for.
-PAPER_COUNTER_UM2 = PAPER_COUNTERS_MM2 / 32 * 1e6
+#: KLLM Table I: one 16-input counter (um^2, 28 nm) and the FP16 MACs its area buys.
+PAPER_COUNTER_UM2 = TABLE_I["counter"].per_unit_um2
+PAPER_COUNTER_MACS = PAPER_COUNTER_UM2 / TABLE_I["mac"].per_unit_um2
 
 
 class OneHotDecoder(Elaboratable):
@@ -203,11 +203,11 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
 def render(bounds, inputs: int, length: int) -> str:
     """The Markdown table of :func:`bound`'s results beside Table I."""
     paper_eq = nand2_eq_28nm(PAPER_COUNTER_UM2)
-    paper_macs = PAPER_COUNTERS_MM2 / PAPER_MACS_MM2
+    paper_macs = PAPER_COUNTER_MACS
     lines = [
-        f"Lower bound of a {inputs}-input counter at full rate, reductions of {length} "
-        f"indices ({length.bit_length()}-bit counts), at KLLM's structure (NAND2-eq, "
-        "flattened blocks, no pipeline register or control):",
+        f"Floor of a {inputs}-input counter at full rate, reductions of {length} "
+        f"indices ({length.bit_length()}-bit counts), at KLLM's structure (NAND2-eq of each "
+        "block as mapped, not a proof of minimality; no pipeline register or control):",
         "",
         "| bins | library | decoder (x inputs) | bin: count + accumulator (x bins) | readout "
         "word (x bins) | total | FP16 MAC | total in FP16 MACs | index-MACs / cycle per "

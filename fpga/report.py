@@ -193,8 +193,8 @@ def run_report(rows: Sequence[ReportRow], build_dir: Path, *, jobs: int = 2,
     libraries = {library: find_liberty(library) for library in STDCELL_TARGETS}
     units = {row.label: generate_row(row, build_dir / "report" / "verilog") for row in rows}
     jobs_list = []
-    by_size = largest_first(list(units.values()))
-    for row in sorted(rows, key=lambda row: by_size.index(units[row.label])):
+    rank = {id(unit): k for k, unit in enumerate(largest_first(list(units.values())))}
+    for row in sorted(rows, key=lambda row: rank[id(units[row.label])]):
         unit = units[row.label]
         for target in AREA_TARGETS:
             if unit.synth_targets is None or target in unit.synth_targets:
