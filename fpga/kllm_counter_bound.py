@@ -31,9 +31,11 @@ from pathlib import Path
 
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib import wiring
 
 from qllm_cores.gen.verilog import generate
 from qllm_cores.hdl.common.arith import popcount
+from qllm_cores.hdl.kllm.idx_counter.spill import BinSpill, spill_shape
 
 from .area import Unit
 from .paper.sources import NAND2_28NM_SOURCE, TABLE_I, nand2_eq_28nm
@@ -105,6 +107,36 @@ class ReadoutWord(Elaboratable):
         return m
 
 
+#: A readout bank in latches (transparent while ``load``), read by a ``BINS``:1 multiplexer:
+#: Amaranth has no latch, so this block is Verilog (Yosys infers ``$dlatch``; ``dfflibmap``
+#: maps it on the library's latch cell).
+LATCH_BANK = """module {name} (load, counts, pointer, word);
+  input load;
+  input [{bins} * {bits} - 1:0] counts;
+  input [{pointer_bits} - 1:0] pointer;
+  output [{bits} - 1:0] word;
+  reg [{bins} * {bits} - 1:0] bank;
+  always @* if (load) bank = counts;
+  assign word = bank[pointer * {bits} +: {bits}];
+endmodule
+"""
+
+
+@dataclass(frozen=True)
+class Spill:
+    """The spill's blocks at one configuration (NAND2-equivalents): the narrow ``bin``
+    (count + accumulator of ``narrow_bits``), its ``readout_word`` (with the event bit), the
+    shared pending flags, slots and event lists (``shared``, once), and the whole readout bank
+    in latches with its multiplexer (``latch_bank``, once)."""
+
+    narrow_bits: int
+    entries: int
+    bin: float
+    readout_word: float
+    shared: float
+    latch_bank: float
+
+
 @dataclass(frozen=True)
 class Bound:
     """The bound at one configuration on one library (NAND2-equivalents)."""
@@ -118,6 +150,7 @@ class Bound:
     inputs: int
     length: int
     fp16_mac: float
+    spill: Spill | None = None
 
     @property
     def total(self) -> float:
@@ -137,8 +170,20 @@ def readings(b: Bound) -> list[tuple[str, float, float, str]]:
     """Ways to read Table I's counter, each as ``(name, NAND2-eq, index-MACs a cycle,
     consequence)`` built from the same blocks (the lower-rate reading is ``--inputs``)."""
     beats = -(-b.length // b.inputs)
-    return [
-        ("as described: two copies of the counts", b.total, b.inputs, "none"),
+    spill = []
+    if b.spill is not None:
+        z = b.spill
+        base = b.inputs * b.decoder + b.bins * z.bin + z.shared
+        spill = [
+            (f"narrow counts ({z.narrow_bits} bits) with the overflow spill "
+             "(`counts=\"spill\"`)", base + b.bins * z.readout_word, b.inputs,
+             f"counts exact up to {b.length} indices; {z.entries} events a reduction in a "
+             "list"),
+            ("narrow counts with the spill, readout bank in latches", base + z.latch_bank,
+             b.inputs, f"a {b.bins}:1 multiplexer reads the bank; latches need a clock-gated "
+             "load (no FPGA form)"),
+        ]
+    return [("as described: two copies of the counts", b.total, b.inputs, "none")] + spill + [
         ("one copy: the readout stalls the input", b.inputs * b.decoder + b.bins * b.bin,
          b.inputs * beats / (beats + b.bins),
          f"the input waits {b.bins} cycles per reduction of {beats} beats"),
@@ -152,6 +197,8 @@ def readings(b: Bound) -> list[tuple[str, float, float, str]]:
 def _block(component, name: str, ports, directory: Path) -> Unit:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.v"
+    if isinstance(component, wiring.Component):
+        ports = None                                  # (its signature names them)
     path.write_text(verilog.convert(component, name=name, ports=ports, emit_src=False))
     return Unit(name, name, {}, path)
 
@@ -183,6 +230,16 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
         "readout_word": _block(word, f"readout_word_c{count_bits}",
                                [word.load, word.count, word.neighbour, word.word], work / "v"),
     }
+    shape = spill_shape(inputs, length, count_bits)
+    if shape is not None:
+        narrow, entries = shape
+        count = BinCount(inputs, narrow)
+        word = ReadoutWord(narrow + 1)
+        shared["spill_bin"] = _block(count, f"bin_i{inputs}_c{narrow}",
+                                     [count.hits, count.fresh, count.count], work / "v")
+        shared["spill_word"] = _block(word, f"readout_word_c{narrow + 1}",
+                                      [word.load, word.count, word.neighbour, word.word],
+                                      work / "v")
     results = []
     for library in libraries:
         def run(unit):
@@ -191,12 +248,26 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
         mac_eq = run(mac)
         blocks = {name: run(unit) for name, unit in shared.items()}
         for bins in bins_list:
-            decoder = OneHotDecoder(int(math.log2(bins)))
+            idx_bits = int(math.log2(bins))
+            decoder = OneHotDecoder(idx_bits)
             unit = _block(decoder, f"decoder_{bins}", [decoder.idx, decoder.valid, decoder.lines],
                           work / "v")
+            spill = None
+            if shape is not None:
+                lists = BinSpill(bins=bins, idx_bits=idx_bits, entries=entries,
+                                 high_bits=count_bits - narrow)
+                lists_unit = _block(lists, f"spill_{bins}_e{entries}",
+                                    [lists.carry, lists.end, lists.load, lists.pending,
+                                     lists.pointer, lists.high], work / "v")
+                name = f"latch_bank_{bins}_c{narrow + 1}"
+                path = work / "v" / f"{name}.v"
+                path.write_text(LATCH_BANK.format(name=name, bins=bins, bits=narrow + 1,
+                                                  pointer_bits=idx_bits))
+                spill = Spill(narrow, entries, blocks["spill_bin"], blocks["spill_word"],
+                              run(lists_unit), run(Unit(name, name, {}, path)))
             results.append(Bound(bins, library, run(unit), blocks["bin"],
                                  blocks["readout_word"], blocks["popcount"], inputs, length,
-                                 mac_eq))
+                                 mac_eq, spill))
     return results
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from qllm_cores.fpga.jobs import Failure
-from qllm_cores.fpga.paper import cli, render, rows as rows_module
+from qllm_cores.fpga.paper import cli, kllm_lane, render, rows as rows_module
 from qllm_cores.fpga.paper.comparisons import orizuru_counts, rtl_comparators
 from qllm_cores.fpga.paper.rows import Design, rows, select_rows
 from qllm_cores.fpga.paper.search import DepthSearch, target_mhz
@@ -358,6 +358,42 @@ def test_markdown_and_csv_render_every_row_and_failures():
     assert [r["row_id"] for r in records] == [row.row_id for row in table]
     assert tuple(records[0]) == render.CSV_COLUMNS
     assert float(records[-1]["nand2_eq_per_unit"]) == 100
+
+
+def test_kllm_efficiency_and_lane_tables_from_made_up_results():
+    table = select_rows(rows(), ["kllm.counter.a4", "kllm.column.a3", "kllm.concat"])
+    ids = [row.row_id for row in table]
+    assert {"kllm.counter.a4", "kllm.counter.a4.spill", "kllm.column.a3", "kllm.mac"} <= set(ids)
+    sizes = {"fp16_mac": 6000, "kllm_concat": 1600, "kllm_idx_counter": 60000,
+             "kllm_column": 90000}
+    outcomes = {(row.row_id, "lib"): {"depth": 2, "met": True, "target": 100.0,
+                                      "depths": range(4),
+                                      "result": _result(sizes[row.design.unit]),
+                                      "result0": _result(sizes[row.design.unit])}
+                for row in table}
+    outcomes["kllm.counter.a4.spill", "lib"]["result"] = _result(48000)
+    efficiency = kllm_lane.efficiency_table(table, outcomes, "lib").splitlines()
+    # Table I: 8468.75 / 2828.125 = 2.994 FP16 MACs for 16 index-MACs: 5.34 a cycle per MAC.
+    assert "| KLLM Table I | (not stated) | - | 2.99 | 16 | 5.34 | 1 |" in efficiency
+    # 60,000 / 6,000 = 10 MACs: 1.6 a cycle per MAC, 1.6 / 5.343 = 0.30 of the paper's.
+    a4 = next(line for line in efficiency if line.startswith("| kllm.counter.a4 |"))
+    assert "| 60,000 | 10.00 | 16 | 1.60 | 0.30 |" in a4
+    spill = next(line for line in efficiency if line.startswith("| kllm.counter.a4.spill |"))
+    assert "| 48,000 | 8.00 | 16 | 2.00 | 0.37 |" in spill
+    lane = kllm_lane.lane_table(table, outcomes, "lib").splitlines()
+    # Table I's logic: 0.0868 + 0.271 + 0.0905 = 0.4483 mm^2 = 158.5 of its MACs (2828.125
+    # um^2); 512 index-MACs a cycle: 3.23 per MAC, and 512 MACs = 3.23 times the lane.
+    assert any(line.startswith("| KLLM Table I: 4096 Concat + 32 counters + 32 FP16 MACs | - "
+                               "| 0.4483 | 158.5 | 512 | 3.23 | 3.23 |") for line in lane)
+    assert any("| 0.5158 | 182.4 | 512 | 2.81 | 2.81 |" in line for line in lane)
+    # Ours, counter a4: 4096 x 100 + 32 x 60,000 + 32 x 6,000 = 2,521,600 NAND2-eq = 1.2356
+    # mm^2 at 0.49 um^2; 420.3 MACs; 512 / 420.3 = 1.22.
+    ours = next(line for line in lane if "32 x kllm.counter.a4 +" in line)
+    assert "| 2,521,600 | 1.2356 | 420.3 | 512 | 1.22 | 1.22 |" in ours
+    # 32 columns: 2,880,000 NAND2-eq = 480 MACs; 512 / 480 = 1.07.
+    columns = next(line for line in lane if "32 x kllm.column.a3" in line)
+    assert "| 2,880,000 | 1.4112 | 480.0 | 512 | 1.07 | 1.07 |" in columns
+    assert kllm_lane.lane_table(select_rows(rows(), ["p3.pe"]), {}, "lib") == ""
 
 
 # --- command line -------------------------------------------------------------------------------

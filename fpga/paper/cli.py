@@ -28,6 +28,7 @@ from qllm_cores.fpga.stdcell.liberty import (FO4_28NM_PS, FO4_28NM_SOURCE, LIBRA
                                   find_liberty, fo4_delay)
 
 from .comparisons import orizuru_counts
+from .kllm_lane import efficiency_table, lane_table
 from .render import implied_nand2_lines, library_line, table_csv, table_markdown
 from .rows import FP16_ACC_CONFIG, rows, select_rows
 from .search import DepthSearch, run_searches, target_mhz
@@ -130,6 +131,15 @@ def _report(table, outcomes, libraries, fo4) -> str:
         parts += [f"## {library}", "", library_line(library, fo4[library], FO4_28NM_PS,
                                                     targets), "",
                   table_markdown(table, outcomes, library), ""]
+    for library in libraries:
+        efficiency = efficiency_table(table, outcomes, library)
+        if efficiency:
+            parts += [f"## KLLM's efficiency claim on {library}: index-MACs a cycle per FP16 "
+                      "MAC of area", "", efficiency, ""]
+        lane = lane_table(table, outcomes, library)
+        if lane:
+            parts += [f"## KLLM's PE lane on {library}, composed at Table I's proportions", "",
+                      lane, ""]
     counts = orizuru_counts(16, 2)
     parts += ["## Orizuru comparisons (n = 16, k = 2: the kllm-16 configuration)", "",
               "| count | comparisons |", "|---|---:|",

@@ -37,8 +37,19 @@ def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatc
     assert 2 < small.decoder < large.decoder      # 2 -> 4 and 4 -> 16 lines
     assert large.total > 3 * small.total
     assert 0 < small.popcount < small.bin - count_bits * SKY130_FLOP_EQ
-    described, one_copy, outside = readings(small)
+    described, spill, latched, one_copy, outside = readings(small)
     assert described[1:3] == (small.total, 4)
+    # Narrow counts at 4 inputs, length 100: 5 bits (3 events; gap 8 beats >= 2 x 3 cycles).
+    z = small.spill
+    assert (z.narrow_bits, z.entries) == (5, 3)
+    assert 5 * SKY130_FLOP_EQ < z.bin < small.bin
+    assert 6 * SKY130_FLOP_EQ < z.readout_word < small.readout_word
+    assert spill[1] == pytest.approx(4 * small.decoder + 4 * (z.bin + z.readout_word)
+                                     + z.shared) and spill[2] == 4
+    # 4 bins x 6 bits of latches (sky130 dlxtp_1: 15.0144 um^2), fewer than 6 x 4 flip-flops
+    assert 24 * 15.0144 / 3.7536 < z.latch_bank < 4 * z.readout_word
+    assert latched[1] == pytest.approx(spill[1] - 4 * z.readout_word + z.latch_bank)
+    assert large.spill.shared > z.shared                 # 16 bins: more flags to drain
     assert one_copy[1] == pytest.approx(small.total - 4 * small.readout_word)
     assert one_copy[2] == pytest.approx(4 * 25 / (25 + 4))     # 25 beats, then 4 readout cycles
     assert outside[1] == pytest.approx(4 * small.decoder + 4 * small.popcount)

@@ -37,6 +37,16 @@ from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
     ({"banks": 0}, ValueError, r"banks must be in range 1\.\.2, not 0"),
     ({"banks": 3}, ValueError, r"banks must be in range 1\.\.2, not 3"),
     ({"banks": "2"}, TypeError, r"banks must be an integer, not '2'"),
+    ({"counts": "narrow"}, ValueError, r"counts must be one of 'full', 'spill', not 'narrow'"),
+    ({"counts": "spill", "mode": "ik"}, ValueError, r"counts='spill' needs mode='kk' \(got mode='ik'\)"),
+    ({"counts": "spill", "banks": 1}, ValueError, r"counts='spill' needs banks=2 \(got banks=1\)"),
+    ({"counts": "spill", "overflow": True}, ValueError,
+     r"counts='spill' needs overflow=False \(got overflow=True\)"),
+    ({"counts": "spill", "idx_bits": 9}, ValueError,
+     r"counts='spill' needs idx_bits in 1\.\.8 \(got idx_bits=9\)"),
+    ({"counts": "spill", "max_len": 16}, ValueError,
+     r"counts='spill' has no narrow count shorter than the 5-bit count at n_inputs=16, "
+     r"max_len=16"),
 ])
 def test_invalid_parameters_name_the_parameter(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -98,6 +108,9 @@ def test_verilog_ports_follow_the_spec():
 
 # --- benches ---------------------------------------------------------------------------------
 
+#: counts="spill" at 64 bins: 5-bit narrow counts (carry at 32), 2 events a reduction.
+SPILL_PARAMS = {"n_inputs": 5, "idx_bits": 6, "max_len": 64, "counts": "spill"}
+
 BENCH_CONFIGS = [
     # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
     pytest.param({}, 40, id="kllm-a4-256bins"),
@@ -146,6 +159,11 @@ BENCH_CONFIGS = [
                  id="ik-6in-512bins-pipeline0"),
     pytest.param({"n_inputs": 7, "idx_bits": 10, "mode": "ik", "weight_bits": 4, "banks": 1},
                  12, marks=pytest.mark.large, id="ik-7in-1024bins-banks1"),
+    # Narrow counts with the overflow spill: the paper configuration, and 64 bins (4 groups of
+    # slots) with 5-bit narrow counts, 2 events a reduction, at the lowest and default depth.
+    pytest.param({"counts": "spill"}, 40, marks=pytest.mark.large, id="kllm-a4-spill"),
+    pytest.param(SPILL_PARAMS, 300, id="spill-5in-64bins"),
+    pytest.param({**SPILL_PARAMS, "pipeline": 0}, 300, id="spill-5in-64bins-pipeline0"),
 ]
 
 
@@ -203,8 +221,30 @@ def _readout_chain_broken(text):
                      sites=None)
 
 
+def _spill_list_ignored(text):
+    """The readout ignores the list of spilled events: a bin that carried before the end of its
+    reduction reads ``2**narrow_bits`` short for each event."""
+    return edit_site(text, r"assign high = [^;]+;", "assign high = 2'h0;")
+
+
+def _spill_bank_event_dropped(text):
+    """The event a bin still had outstanding when the bank loaded is not added at the readout."""
+    return edit_site(text, r"assign (\\\$\d+)  = high \+ readout\[5\];", r"assign \1 = high;")
+
+
+def _spill_slot_forgotten(text):
+    """An event waiting in its group's slot when the reduction ends is lost (the bank's event
+    bit takes the pending flags and carries only)."""
+    return edit_site(text, r"assign pending = (\\\$\d+)  \| \{[^;]*\};", r"assign pending = \1 ;")
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation,params,reductions", [
+    pytest.param(("spill-list", _spill_list_ignored), SPILL_PARAMS, 100, id="spill-list"),
+    pytest.param(("spill-bank", _spill_bank_event_dropped), SPILL_PARAMS, 100,
+                 marks=pytest.mark.large, id="spill-bank-event"),
+    pytest.param(("spill-slot", _spill_slot_forgotten), SPILL_PARAMS, 300,
+                 marks=pytest.mark.large, id="spill-slot"),
     pytest.param(("nomask", _ignore_lane0_mask), MUTANT_PARAMS, 50,
                  marks=pytest.mark.large, id="ignores-mask"),
     pytest.param(("short", _readout_one_bin_short), MUTANT_PARAMS, 50, id="short-readout"),

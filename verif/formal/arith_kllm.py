@@ -279,6 +279,11 @@ BANK_SHAPE = {"n_inputs": 1, "idx_bits": 2, "max_len": 4}
 LANE_SHAPE = {"n_inputs": 5, "idx_bits": 1, "max_len": 10}
 #: The counter at the registry's default lane count (``kk``, single-beat reductions), 2 bins.
 WIDE_SHAPE = {"n_inputs": 16, "idx_bits": 1, "max_len": 16}
+#: The narrow counts with the overflow spill (``counts="spill"``): one lane, 2 bins, reductions
+#: of up to 6 beats, so that a 2-bit count carries in the middle of a reduction (its event
+#: reaches the list) and at its end (the event rides in the readout bank). PDR, 3 s at
+#: ``pipeline`` 0 and 42 s at 3; k-induction does not decide it at the frame's depth.
+SPILL_SHAPE = {"n_inputs": 1, "idx_bits": 1, "max_len": 6, "mode": "kk", "counts": "spill"}
 #: The modes: registry overrides (``ik`` at the contract's default weight width).
 MODES = {"kk": {"mode": "kk"}, "ik": {"mode": "ik", "weight_bits": 4}}
 #: The counter's PDR rows on :data:`BANK_SHAPE`: ``(mode, pipeline, banks, beats,
@@ -303,7 +308,7 @@ def proofs():
     """The KLLM rows: ``kllm_concat`` at its defaults (16 lanes) at every ``pipeline``, by
     PDR; ``kllm_idx_counter`` by PDR (:data:`PDR_ROWS`), framed (:data:`FRAMED_ROWS`), and
     framed on :data:`LANE_SHAPE` at ``pipeline`` 0 and the default (``kk``: reductions of up
-    to 2 beats; ``ik``: single-beat)."""
+    to 2 beats; ``ik``: single-beat), and ``counts="spill"`` on :data:`SPILL_SHAPE` by PDR."""
     from qllm_cores.hdl.kllm.concat import MAX_PIPELINE
 
     rows = [concat_row({"pipeline": depth}) for depth in range(MAX_PIPELINE + 1)]
@@ -321,5 +326,7 @@ def proofs():
                          beats=2 if mode == "kk" else 1)
              for mode in MODES for depth in (0, default)]
     rows += [counter_row({**WIDE_SHAPE, **MODES["kk"], "pipeline": depth})
+             for depth in (0, default)]
+    rows += [counter_row({**SPILL_SHAPE, "pipeline": depth}, beats=6, framed=False)
              for depth in (0, default)]
     return rows

@@ -14,7 +14,10 @@ Tests
 directed_reductions
     K not a multiple of n_inputs, every lane masked, every index equal, extreme weights, a
     single entry, K = max_len with one index (the largest count that must not overflow), and
-    one reduction past the counter's range (wraps).
+    one reduction past the counter's range (wraps). With ``counts="spill"`` (defined up to
+    ``max_len`` only) instead of the last: max_len entries over all bins, and two bins at the
+    ends of the index range counted in lockstep for T = 2**k - 1, 2**k, 2**k + 1 beats, then 1
+    to 3 masked beats (both carry at once; one event still waits when the reduction ends).
 random_reductions_backpressure
     ``QLLM_REDUCTIONS`` random reductions (random masks, back to back; three in four short, up
     to 6 beats, one in four long, ``2**idx_bits`` to twice as many beats) under random gaps on
@@ -52,6 +55,7 @@ class Reductions:
         if self.ik:
             self.beats["weight"] = []
         self.entries = 0
+        self.lanes = 0
 
     def random_weights(self, size):
         half = 1 << (self.weight_bits - 1)
@@ -77,6 +81,7 @@ class Reductions:
             padded = np.concatenate([weights, self.random_weights(pad)])
             self.beats["weight"].append(padded.reshape(beats, self.n))
         self.entries += int(mask.sum())
+        self.lanes += k
 
     def add_random(self, k):
         idx = self.rng.integers(0, 1 << self.idx_bits, k)
@@ -133,8 +138,31 @@ async def directed_reductions(dut):
     else:
         r.add(np.full(p["max_len"], top), ones(p["max_len"]))  # K = max_len, no overflow
     # Past the counter's range: 2**count_bits identical entries (+ weight 1) wrap to 0 (+n).
-    past = (1 << r.count_bits) + n
-    r.add(np.full(past, 1 % (top + 1)), ones(past), np.ones(past, dtype=np.int64) if r.ik else None)
+    # (Not with counts="spill": its counts are defined up to max_len only.)
+    past = 0 if p.get("counts") == "spill" else (1 << r.count_bits) + n
+    if past:
+        r.add(np.full(past, 1 % (top + 1)), ones(past),
+              np.ones(past, dtype=np.int64) if r.ik else None)
+    else:
+        # The most events the spill's list holds (max_len counts) spread over distinct bins.
+        spread = np.repeat(np.arange(top + 1), -(-p["max_len"] // (top + 1)))[:p["max_len"]]
+        r.add(spread, ones(p["max_len"]))
+        # Bins 0 and `top` (the first and last group of slots) counted in lockstep, one each
+        # a beat, T beats, then 1..3 fully masked beats: at T = 2**narrow_bits both carry in
+        # one beat and one event is still waiting in its slot when the reduction ends. The
+        # reduction starts with `bins` masked beats, so that the last readout is over and the
+        # `last` beat does not wait (the events would drain meanwhile).
+        if n >= 2 and top >= 1:
+            lead = top + 1
+            for t in sorted({v for k in range(1, p["max_len"].bit_length())
+                             for v in ((1 << k) - 1, 1 << k, (1 << k) + 1)
+                             if 2 * v <= p["max_len"]}):
+                for tail in (1, 2, 3):
+                    lanes = np.zeros((lead + t + tail, n), dtype=np.int64)
+                    lanes[lead:lead + t, 1] = top
+                    used = np.zeros((lead + t + tail, n), dtype=bool)
+                    used[lead:lead + t, :2] = True
+                    r.add(lanes.ravel(), used.ravel())
     expected = await run(bench, r, max_cycles=20 * (past + p["max_len"]) + 1000 * (top + 1))
     # The third reduction put all its entries in the top bin.
     assert expected["count"][2 * (top + 1) + top] != 0 or r.ik
@@ -154,9 +182,21 @@ async def random_reductions_backpressure(dut):
     long_ones = bench.rng.random(count) < 0.25
     lengths = np.where(long_ones, bench.rng.integers(bins * n, 2 * bins * n + 1, count),
                        bench.rng.integers(1, max_k + 1, count))
+    if p.get("counts") == "spill":
+        # Defined up to max_len counted indices; long ones then skew to few bins, so that
+        # the narrow counts carry often (the spill's events).
+        lengths = np.minimum(lengths, p["max_len"])
+        long_ones &= bench.rng.random(count) < 0.5
+        for k, skewed in zip(lengths, long_ones):
+            if skewed:
+                few = bench.rng.choice(bins, min(bins, 3), replace=False)
+                r.add(bench.rng.choice(few, int(k)), bench.rng.random(int(k)) < 0.9)
+            else:
+                r.add_random(int(k))
+        lengths = lengths[:0]
     for k in lengths:
         r.add_random(int(k))
-    await run(bench, r, max_cycles=40 * (count * (bins + 6) + int(lengths.sum()) // n))
+    await run(bench, r, max_cycles=40 * (count * (bins + 6) + r.lanes // n))
     record_metrics("random_reductions_backpressure", reductions=count, entries=r.entries,
                    output_beats=count * bins, beats=count * bins,
                    seconds=bench.wall_seconds,

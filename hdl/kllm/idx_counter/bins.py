@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...common.arith import adder_tree, named
 from ...common.stream_stage import enabled_register
+from .spill import BinSpill
 
 #: Nothing public: the bins are internals of :mod:`hdl.kllm.idx_counter.idx_counter`, which imports them.
 __all__ = []
@@ -124,11 +125,26 @@ class BinCounters(wiring.Component):
             members.update(fresh=In(1), load=In(1), pointer=In((self.bins - 1).bit_length()))
         elif kind == "shift":
             members.update(clear=In(1), bank_enable=In(1), bank_load=In(1),
-                           shift_in=In(width))
+                           shift_in=In(self.bank_bits))
+            if counter.counts == "spill":
+                members["pointer"] = In(counter.idx_bits)
         else:
             members.update(shift=In(1), shift_in=In(width))
         members["count"] = Out(width)
         super().__init__(members)
+
+    @property
+    def acc_bits(self):
+        """Bits per bin in the accumulators: the count (``counts="spill"``: its narrow low
+        part), and with ``overflow`` its sticky flag."""
+        c = self.counter
+        return c.narrow_bits if c.counts == "spill" else c.slot_bits
+
+    @property
+    def bank_bits(self):
+        """Bits per bin in the readout bank: as in the accumulators, and with
+        ``counts="spill"`` the bin's event still outside the list when the bank loaded."""
+        return self.acc_bits + int(self.counter.counts == "spill")
 
     @property
     def module_name(self):
@@ -136,12 +152,13 @@ class BinCounters(wiring.Component):
         c = self.counter
         mode = c.mode if c.mode == "kk" else f"ik{c.weight_bits}"
         return (f"kllm_idx_counter_bins{self.bins}_n{c.n_inputs}_{mode}_c{c.count_bits}"
-                f"_p{c.pipeline}_b{c.banks}" + ("_ov" if c.overflow else ""))
+                f"_p{c.pipeline}_b{c.banks}" + ("_ov" if c.overflow else "")
+                + ("_spill" if c.counts == "spill" else ""))
 
     def elaborate(self, platform):
         c = self.counter
         m = Module()
-        n, sizes, width = c.n_inputs, self.sizes, c.slot_bits
+        n, sizes, width = c.n_inputs, self.sizes, self.acc_bits
         count_bits = c.count_bits
         cuts = c.cuts
         dec, btc, accm, rd = bin_blocks(m, c.keep_blocks,
@@ -217,12 +234,39 @@ class BinCounters(wiring.Component):
         # one flip-flop (a reset ORed into `clear` was a LUT in front of the whole fan-out:
         # measured 7.1 ns, 141 MHz, at 128 bins on ECP5).
         acc = Signal(self.bins * width, name="acc", reset_less=(c.bank_kind == "shift"))
+        bank = self.bank_bits
+        spill = None
+        if c.counts == "spill":
+            accm.submodules.spill = spill = BinSpill(
+                bins=self.bins, idx_bits=c.idx_bits, entries=c.spill_entries,
+                high_bits=count_bits - width)
+
+        def narrow(total):
+            """The accumulators' part of the bank-format ``total`` (without the events)."""
+            if spill is None:
+                return total
+            return Cat(*(total[b * bank:b * bank + width] for b in range(self.bins)))
+
+        def count_of(slot):
+            """The bin's count from its bank slot (with the spill: narrow count, event still
+            outside the list, and the list's events of the bin being read)."""
+            if spill is None:
+                return slot
+            return Cat(slot[:width], (spill.high + slot[width])[:count_bits - width])
 
         def sums(base):
             """Every bin's ``base + contribution`` modulo ``2**count_bits``, one signal; with
             ``overflow``, each bin's slot also holds a sticky flag above its count, set when
             the sum leaves the count's range (kk: a carry out; ik: the sum's bits from
             ``count_bits - 1`` up not all equal)."""
+            if c.counts == "spill":
+                # The narrow counts, and their carries (the spill's events).
+                totals = [base[b * width:(b + 1) * width] + contribution
+                          for b, contribution in enumerate(contributions)]
+                m.d.comb += spill.carry.eq(Mux(self.ce, Cat(*(t[width] for t in totals)), 0))
+                narrow = [t[:width] for t in totals]
+                return named(accm, Cat(*(Cat(value, spill.pending[b])
+                                         for b, value in enumerate(narrow))), "sum")
             if not c.overflow:
                 return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
                                         for b, contribution in enumerate(contributions))), "sum")
@@ -244,13 +288,16 @@ class BinCounters(wiring.Component):
         if kind == "direct":
             # sum = (fresh ? 0 : acc) + contribution loads the accumulators at every clock
             # enable and, at the end of a reduction, the readout bank.
-            readout = Signal(self.bins * width, name="readout", reset_less=True)
+            readout = Signal(self.bins * bank, name="readout", reset_less=True)
             total = sums(named(accm, Mux(self.fresh, 0, acc), "acc_or_zero"))
             with accm.If(self.ce):
-                accm.d.sync += acc.eq(total)
+                accm.d.sync += acc.eq(narrow(total))
             with rd.If(self.load):
                 rd.d.sync += readout.eq(total)
-            rd.d.comb += self.count.eq(readout.word_select(self.pointer, width))
+            if spill is not None:
+                m.d.comb += [spill.end.eq(self.load), spill.load.eq(self.load),
+                             spill.pointer.eq(self.pointer)]
+            rd.d.comb += self.count.eq(count_of(readout.word_select(self.pointer, bank)))
         elif kind == "shift":
             # The `last` beat's sums load the bank, and the accumulators clear in the same
             # cycle: `clear` (a copy of the bank's load flip-flop, high only when the front
@@ -259,18 +306,22 @@ class BinCounters(wiring.Component):
             # enable instead (`If(ce): acc <= clear ? 0 : sum`) it cost one LUT per
             # accumulator bit on ECP5, which has no reset below the enable (measured: 13 LUT4
             # a bin). The bank loads the sums or shifts.
-            readout = Signal(self.bins * width, name="readout", reset_less=True)
+            readout = Signal(self.bins * bank, name="readout", reset_less=True)
             total = sums(acc)
             with accm.If(self.clear):
                 accm.d.sync += acc.eq(0)
             with accm.Elif(self.ce):
-                accm.d.sync += acc.eq(total)
+                accm.d.sync += acc.eq(narrow(total))
             with rd.If(self.bank_enable):
                 with rd.If(self.bank_load):
                     rd.d.sync += readout.eq(total)
                 with rd.Else():
-                    rd.d.sync += readout.eq(Cat(readout[width:], self.shift_in))
-            rd.d.comb += self.count.eq(readout[:width])
+                    rd.d.sync += readout.eq(Cat(readout[bank:], self.shift_in))
+            if spill is not None:
+                m.d.comb += [spill.end.eq(self.clear),
+                             spill.load.eq(self.bank_enable & self.bank_load),
+                             spill.pointer.eq(self.pointer)]
+            rd.d.comb += self.count.eq(count_of(readout[:bank]))
         else:
             # One bank: the accumulators add, or shift out towards bin 0.
             total = sums(acc)

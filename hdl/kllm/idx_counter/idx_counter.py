@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 from ...common.arith import named
 from .bins import BinCounters, bin_blocks, weights_carried
 from .readout import direct_banks, pipelined_banks, single_bank
+from .spill import spill_shape
 from ...common.params import check_choice, check_int
 from ...common.shared_modules import SharedModules
 from ...common.stream_stage import SkidBuffer, StallPipeline, check_pipeline
@@ -29,6 +30,9 @@ MAX_PIPELINE = max(PIPELINE_CUTS)
 #: The depth that closes timing (>= 150 MHz on ECP5 at ``kllm-a3``, the median of three
 #: placement seeds; Timing section of docs/units/kllm_idx_counter.md).
 DEFAULT_PIPELINE = 3
+
+#: How the bins hold their counts (the ``counts`` parameter).
+COUNTS = ("full", "spill")
 
 #: Widest bin counter the unit builds (the ``count`` field of the output stream).
 MAX_COUNT_BITS = 32
@@ -96,6 +100,16 @@ class KllmIdxCounter(wiring.Component):
         entering, so they are clear when the final bin leaves) and the input stalls
         (``i.ready`` low) from the ``last`` beat until the cycle after the final bin leaves.
         Outputs are bit-exact either way; 1 saves ``2**idx_bits x count_bits`` flip-flops.
+    counts : str
+        How the bins hold their counts. ``"full"`` (default): every bin's accumulator and
+        readout slot hold the whole ``count_bits``-bit count. ``"spill"``: they hold only its
+        low ``narrow_bits`` (:func:`~hdl.kllm.idx_counter.spill.spill_shape`: 9 at 16 inputs
+        and ``max_len`` 4096) and one event bit; each carry out of a narrow count is an event
+        (bin number) kept in a list of ``spill_entries`` per reduction
+        (:class:`~hdl.kllm.idx_counter.spill.BinSpill`), and the bin's count read out is its
+        narrow count plus ``2**narrow_bits`` per event. Same ports, latency and rate; counts
+        are exact up to ``max_len`` counted indices a reduction and undefined past it (no
+        wrap). Needs ``mode="kk"``, ``banks=2``, ``overflow=False``, ``idx_bits`` <= 8.
     pipeline : int
         Register cuts, 0..3 (default 3, the depth that closes timing at 150 MHz on ECP5):
 
@@ -161,8 +175,9 @@ class KllmIdxCounter(wiring.Component):
     ``2**idx_bits`` cycles and overlaps the next reduction, so reductions of at least
     ``2**idx_bits`` beats stream with no stall, and shorter ones keep the readout busy
     (histograms back to back, one bin per cycle). Counts beyond ``max_len`` wrap modulo
-    ``2**count_bits`` (two's complement in ``ik``). ``i.ready`` is combinational in
-    ``o.ready`` at ``pipeline=0``; from 1 on it is combinational in flip-flops of the unit only.
+    ``2**count_bits`` (two's complement in ``ik``; ``counts="spill"``: undefined).
+    ``i.ready`` is combinational in ``o.ready`` at ``pipeline=0``; from 1 on it is
+    combinational in flip-flops of the unit only.
 
     Raises
     ------
@@ -175,7 +190,7 @@ class KllmIdxCounter(wiring.Component):
     keep_blocks = False
 
     def __init__(self, *, n_inputs=16, idx_bits=8, mode="kk", weight_bits=None, max_len=4096,
-                 banks=2, overflow=False, pipeline=DEFAULT_PIPELINE):
+                 banks=2, overflow=False, counts="full", pipeline=DEFAULT_PIPELINE):
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
         self.idx_bits = check_int("idx_bits", idx_bits, min_value=1, max_value=10)
         self.mode = check_choice("mode", mode, ("kk", "ik"))
@@ -201,6 +216,12 @@ class KllmIdxCounter(wiring.Component):
         #: ``overflow`` its sticky flag above it.
         self.slot_bits = self.count_bits + int(overflow)
         self.banks = check_int("banks", banks, min_value=1, max_value=2)
+        self.counts = check_choice("counts", counts, COUNTS)
+        #: ``counts="spill"``: bits of each bin's narrow count, and the events of a reduction
+        #: the list holds (:func:`~hdl.kllm.idx_counter.spill.spill_shape`); else None, 0.
+        self.narrow_bits, self.spill_entries = None, 0
+        if self.counts == "spill":
+            self._check_spill()
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         self.cuts = PIPELINE_CUTS[self.pipeline]
         #: ik with the decode cut: the carried weights get a register of their own.
@@ -393,6 +414,22 @@ class KllmIdxCounter(wiring.Component):
         else:
             direct_banks(self, rd, front, contrib, parts, source, busy)
         return m
+
+    def _check_spill(self):
+        needs = {"mode": ("kk", self.mode), "banks": (2, self.banks),
+                 "overflow": (False, self.overflow)}
+        for name, (wanted, value) in needs.items():
+            if value != wanted:
+                raise ValueError(f"counts='spill' needs {name}={wanted!r} (got {name}={value!r})")
+        if self.idx_bits > 8:
+            raise ValueError(f"counts='spill' needs idx_bits in 1..8 (got idx_bits="
+                             f"{self.idx_bits})")
+        shape = spill_shape(self.n_inputs, self.max_len, self.count_bits)
+        if shape is None:
+            raise ValueError(
+                f"counts='spill' has no narrow count shorter than the {self.count_bits}-bit "
+                f"count at n_inputs={self.n_inputs}, max_len={self.max_len}: use counts='full'")
+        self.narrow_bits, self.spill_entries = shape
 
     @property
     def bank_kind(self):

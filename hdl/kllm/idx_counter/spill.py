@@ -1,0 +1,161 @@
+"""Narrow bin counters with an overflow spill, for the KLLM Index Distribution Counter
+(:class:`hdl.kllm.idx_counter.idx_counter.KllmIdxCounter`, ``counts="spill"``).
+
+Each bin keeps only the low ``narrow_bits`` of its count; a carry out of them is an event
+"bin b passed another multiple of ``2**narrow_bits``". A reduction of at most ``max_len``
+counted indices has at most ``max_len >> narrow_bits`` such events over all its bins, so they
+are kept in a short list of bin numbers instead of ``count_bits - narrow_bits`` more bits in
+every bin (twice: accumulators and readout bank). The count of bin b read out is its narrow
+count plus ``2**narrow_bits`` times the number of its events.
+
+The events reach the list one per cycle: a pending flag per bin (set by its carry), one slot per
+group of 16 bins (the group's lowest pending bin moves there when the slot is empty) and the
+lowest full slot drains into the list every cycle. :func:`spill_shape` picks the narrowest
+count for which every event drains before its bin can carry again, so a bin never has two
+events outstanding; the one a bin may have outstanding when its reduction ends rides in the
+readout bank beside its narrow count (``pending``).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ...common.arith import named, popcount
+
+__all__ = ["BinSpill", "spill_shape"]
+
+#: Bins per slot (a 16-input priority choice per group).
+GROUP = 16
+
+
+def spill_shape(n_inputs, max_len, count_bits):
+    """``(narrow_bits, entries)`` of the narrowest spill for reductions of at most ``max_len``
+    counted indices arriving ``n_inputs`` a beat, or None when no narrow count is shorter than
+    ``count_bits``.
+
+    ``entries = max_len >> narrow_bits`` bounds the events of a reduction. A bin carries at
+    most once a beat (``n_inputs <= 2**narrow_bits``) and, after a carry, not again for
+    ``gap = ceil((2**narrow_bits - n_inputs + 1) / n_inputs)`` beats. An event drains within
+    ``2 * entries`` cycles (at most ``entries - 1`` others drain before it, and of two
+    consecutive cycles at least one drains), so ``2 * entries <= gap`` keeps one event per bin
+    outstanding.
+    """
+    for narrow in range(1, count_bits):
+        if (1 << narrow) < n_inputs:
+            continue
+        entries = max_len >> narrow
+        gap = -(-((1 << narrow) - n_inputs + 1) // n_inputs)
+        if 2 * entries <= gap:
+            return narrow, entries
+    return None
+
+
+def _lowest(bits):
+    """One-hot of the lowest set bit of ``bits`` (a value), all zero when none is set."""
+    return Cat(*(bits[k] & ~bits[:k].any() if k else bits[0] for k in range(len(bits))))
+
+
+def _encode(one_hot, width):
+    """The index of the set bit of a one-hot value (0 when none), ``width`` bits."""
+    out = Const(0, width)
+    for k in range(1, len(one_hot)):
+        out = out | Mux(one_hot[k], k, 0)
+    return out[:width]
+
+
+class BinSpill(wiring.Component):
+    """The events of the narrow bins' carries, per reduction, and the high part of a count.
+
+    Members
+    -------
+    carry : ``In(bins)``
+        This cycle's carries out of the narrow counts (already gated by the clock enable).
+    end : ``In(1)``
+        The reduction ends in this cycle: the pending flags, slots and list restart empty in
+        the next (its events are in ``pending`` and, with this cycle's drain, in the list
+        ``load`` copies).
+    load : ``In(1)``
+        The readout bank loads in this cycle: the readout list takes the list's next value.
+    pending : ``Out(bins)``
+        Per bin, an event of the reduction not in the list after this cycle (its pending flag,
+        its carry, or its group's slot unless that drains now): the readout bank's extra bit.
+    pointer : ``In(idx_bits)``
+        The bin being read out.
+    high : ``Out(high_bits)``
+        The number of the readout list's events of bin ``pointer``.
+    """
+
+    def __init__(self, *, bins, idx_bits, entries, high_bits):
+        self.bins = bins
+        self.idx_bits = idx_bits
+        self.entries = entries
+        self.groups = -(-bins // GROUP)
+        super().__init__({
+            "carry": In(bins), "end": In(1), "load": In(1), "pending": Out(bins),
+            "pointer": In(max(1, idx_bits)), "high": Out(high_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bins, groups = self.bins, self.groups
+        size = min(GROUP, bins)
+        slot_bits = (size - 1).bit_length()
+        flags = Signal(bins, name="flags")                    # pending, not in a slot
+        full = Signal(groups, name="slot_full")
+        slots = [Signal(slot_bits, name=f"slot{g}") for g in range(groups)]
+
+        # The lowest full slot drains into the list.
+        drain = named(m, _lowest(full), "drain")
+        event_bin = 0
+        for g in range(groups):
+            tag = Const(g, self.idx_bits - slot_bits) if groups > 1 else Cat()
+            event_bin = event_bin | Mux(drain[g], Cat(slots[g], tag), 0)
+        event = named(m, event_bin, "event_bin")[:self.idx_bits]
+
+        # An empty slot takes its group's lowest pending bin.
+        take = []
+        for g in range(groups):
+            lowest = named(m, _lowest(flags[g * size:(g + 1) * size]), f"lowest{g}")
+            chosen = named(m, Mux(full[g], 0, lowest), f"take{g}")
+            take.append(chosen)
+            with m.If(~full[g] & lowest.any()):
+                m.d.sync += slots[g].eq(_encode(lowest, slot_bits))
+        taken = Cat(*take)
+
+        with m.If(self.end):
+            m.d.sync += [flags.eq(0), full.eq(0)]
+        with m.Else():
+            m.d.sync += [
+                flags.eq((flags & ~taken) | self.carry),
+                full.eq((full & ~drain) | Cat(*(t.any() for t in take))),
+            ]
+
+        # Per bin, the event still outside the list after this cycle.
+        in_slot = []
+        for b in range(bins):
+            g, k = divmod(b, size)
+            in_slot.append(full[g] & ~drain[g] & (slots[g] == k))
+        m.d.comb += self.pending.eq(flags | self.carry | Cat(*in_slot))
+
+        # The list of this reduction's drained events (a shift register, the newest at the
+        # top; past max_len the oldest fall out), and the readout's copy.
+        entry_bits = self.idx_bits + 1
+        width = self.entries * entry_bits
+        current = Signal(width, name="events")
+        readout = Signal(width, name="readout_events")
+        shifted = Cat(current[entry_bits:], event, full.any())
+        following = named(m, Mux(full.any(), shifted, current), "events_next")
+        with m.If(self.end):
+            m.d.sync += current.eq(0)
+        with m.Else():
+            m.d.sync += current.eq(following)
+        with m.If(self.load):
+            m.d.sync += readout.eq(following)
+
+        matches = []
+        for e in range(self.entries):
+            entry = readout[e * entry_bits:(e + 1) * entry_bits]
+            matches.append(entry[self.idx_bits] & (entry[:self.idx_bits]
+                                                   == self.pointer[:self.idx_bits]))
+        m.d.comb += self.high.eq(popcount(Cat(*matches)))
+        return m
