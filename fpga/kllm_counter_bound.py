@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -34,16 +34,16 @@ from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib import wiring
 
 from qllm_cores.gen.verilog import generate
-from qllm_cores.hdl.common.arith import popcount
+from qllm_cores.hdl.common.arith import lowest_one_hot, one_hot_index, popcount
 from qllm_cores.hdl.kllm.idx_counter.spill import BinSpill, spill_shape
 
 from .area import Unit
 from .paper.sources import NAND2_28NM_SOURCE, TABLE_I, nand2_eq_28nm
-from .stdcell import LibraryError, find_liberty, stdcell_job
+from .stdcell import LIBRARIES, LibraryError, find_liberty, library_facts, stdcell_job
 from .stdcell.cli import DEFAULT_LIBRARIES
 
-__all__ = ["Bound", "BinCount", "BinPopcount", "OneHotDecoder", "ReadoutWord", "bound", "main",
-           "readings"]
+__all__ = ["Bound", "BinCount", "BinPopcount", "DrainPort", "OneHotDecoder",
+           "ReadoutWord", "Spill", "WidthFloor", "bound", "main", "readings", "width_floors"]
 
 #: KLLM Table I: one 16-input counter (um^2, 28 nm) and the FP16 MACs its area buys.
 PAPER_COUNTER_UM2 = TABLE_I["counter"].per_unit_um2
@@ -107,6 +107,22 @@ class ReadoutWord(Elaboratable):
         return m
 
 
+class DrainPort(Elaboratable):
+    """The least logic one drain of the spill needs a cycle: the lowest of ``bins`` pending
+    flags, as one-hot (to clear it) and as a bin number (combinational, no flags)."""
+
+    def __init__(self, bins: int):
+        self.flags = Signal(bins)
+        self.clear = Signal(bins)
+        self.bin = Signal(max(1, (bins - 1).bit_length()))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.clear.eq(lowest_one_hot(self.flags))
+        m.d.comb += self.bin.eq(one_hot_index(self.clear, len(self.bin)))
+        return m
+
+
 #: A readout bank in latches (transparent while ``load``), read by a ``BINS``:1 multiplexer:
 #: Amaranth has no latch, so this block is Verilog (Yosys infers ``$dlatch``; ``dfflibmap``
 #: maps it on the library's latch cell).
@@ -151,6 +167,13 @@ class Bound:
     length: int
     fp16_mac: float
     spill: Spill | None = None
+    #: count bits -> one bin's count + accumulator of that width (``BinCount``)
+    bins_by_width: dict = field(default_factory=dict)
+    #: the library's smallest latch and flip-flop cells and one drain port
+    #: (:class:`DrainPort`), NAND2-eq
+    latch: float = 0.0
+    flop: float = 0.0
+    drain_port: float = 0.0
 
     @property
     def total(self) -> float:
@@ -192,6 +215,51 @@ def readings(b: Bound) -> list[tuple[str, float, float, str]]:
          f"{b.bins} counts of {b.inputs.bit_length()} bits leave every cycle; the running "
          f"counts ({b.bins} x {b.length.bit_length()} bits, twice) live elsewhere"),
     ]
+
+
+@dataclass(frozen=True)
+class WidthFloor:
+    """The floor of a full-rate counter whose bins hold ``width``-bit counts (NAND2-eq)."""
+
+    width: int
+    events: int          # carries a reduction can make (0: full counts, no spill)
+    gap: int             # beats between two carries of one bin (0: no spill)
+    ports: int           # drains a cycle so that no bin has two events outstanding
+    counting: float      # decoders + the bins' count and accumulator at this width
+    storage: float       # readout copy, event lists (latch cells), pending flags (flip-flops)
+    drains: float        # ``ports`` drain ports
+
+    @property
+    def total(self) -> float:
+        return self.counting + self.storage + self.drains
+
+
+def width_floors(b: Bound) -> list[WidthFloor]:
+    """Per count width from ``ceil(log2(inputs))`` (a bin carries at most once a beat) to the
+    full ``bits(length)``: what any full-rate counter of the paper's structure with counts of
+    that width in its bins holds at least. The decoders and each bin's count + accumulator as
+    mapped (``BinCount``); the readout copy (``width`` bits a bin, one more for the event
+    outstanding at the end with a spill) and the two event lists (``length >> width`` bin
+    numbers each: the reduction's and the readout's) as bare latch cells; a pending flag a bin
+    as a flip-flop; and ``ports`` drain ports (:class:`DrainPort`), where ``ports`` drain
+    within ``gap`` cycles every event of a reduction (``2 * events / ports <= gap``, the bound of
+    :func:`~hdl.kllm.idx_counter.spill.spill_shape` at one port). No pipeline register,
+    control, multiplexer or list comparator."""
+    full = b.length.bit_length()
+    idx_bits = (b.bins - 1).bit_length()
+    out = []
+    for width in sorted(b.bins_by_width):
+        spill = width < full
+        events = b.length >> width if spill else 0
+        gap = -(-((1 << width) - b.inputs + 1) // b.inputs) if spill else 0
+        ports = -(-2 * events // gap) if spill else 0
+        counting = b.inputs * b.decoder + b.bins * b.bins_by_width[width]
+        storage = b.bins * (width + spill) * b.latch
+        if spill:
+            storage += b.bins * b.flop + 2 * events * idx_bits * b.latch
+        out.append(WidthFloor(width, events, gap, ports, counting, storage,
+                              ports * b.drain_port))
+    return out
 
 
 def _block(component, name: str, ports, directory: Path) -> Unit:
@@ -240,6 +308,11 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
         shared["spill_word"] = _block(word, f"readout_word_c{narrow + 1}",
                                       [word.load, word.count, word.neighbour, word.word],
                                       work / "v")
+    widths = {}
+    for width in range(max(1, (inputs - 1).bit_length()), count_bits + 1):
+        block = BinCount(inputs, width)
+        widths[width] = _block(block, f"bin_i{inputs}_c{width}",
+                               [block.hits, block.fresh, block.count], work / "v")
     results = []
     for library in libraries:
         def run(unit):
@@ -247,6 +320,10 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
             return stdcell_job(unit, library, work / "synth", work / "cache")["nand2_eq"]
         mac_eq = run(mac)
         blocks = {name: run(unit) for name, unit in shared.items()}
+        by_width = {width: run(unit) for width, unit in widths.items()}
+        facts = library_facts(find_liberty(library))
+        cells = {kind: facts.smallest(kind, LIBRARIES[library].dont_use)[1] / facts.nand2_area
+                 for kind in ("latch", "flop")}
         for bins in bins_list:
             idx_bits = int(math.log2(bins))
             decoder = OneHotDecoder(idx_bits)
@@ -265,9 +342,13 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
                                                   pointer_bits=idx_bits))
                 spill = Spill(narrow, entries, blocks["spill_bin"], blocks["spill_word"],
                               run(lists_unit), run(Unit(name, name, {}, path)))
+            port = DrainPort(bins)
+            port_unit = _block(port, f"drain_port_{bins}", [port.flags, port.clear, port.bin],
+                               work / "v")
             results.append(Bound(bins, library, run(unit), blocks["bin"],
                                  blocks["readout_word"], blocks["popcount"], inputs, length,
-                                 mac_eq, spill))
+                                 mac_eq, spill, by_width, cells["latch"], cells["flop"],
+                                 run(port_unit)))
     return results
 
 
@@ -295,12 +376,27 @@ def render(bounds, inputs: int, length: int) -> str:
         "",
         f"Table I's NAND2-eq: its um^2 / {NAND2_28NM_SOURCE}",
         "",
-        "Readings of Table I's counter, from the same blocks:",
-        "",
-        "| bins | library | reading | NAND2-eq | in FP16 MACs | index-MACs / cycle | per "
-        "FP16-MAC area | consequence |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
+    lines += ["Floor by count width: what a full-rate counter holding counts of that "
+              "width in its bins must hold at least (decoders and per-bin count + accumulator "
+              "as mapped; readout copy and event lists as the library's smallest latch, "
+              "pending flags as its smallest flip-flop; the drain ports a cycle that keep one "
+              "event a bin outstanding; no pipeline, control or multiplexer):", "",
+              "| bins | library | width | events / reduction | beats between carries | "
+              "drain ports | counting | storage | drains | floor | FP16 MACs |",
+              "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for b in bounds:
+        for f in width_floors(b):
+            lines.append(f"| {b.bins} | {b.library} | {f.width} | {f.events} | {f.gap} | "
+                         f"{f.ports} | {f.counting:,.0f} | {f.storage:,.0f} | "
+                         f"{f.drains:,.0f} | {f.total:,.0f} | {f.total / b.fp16_mac:.2f} |")
+        lowest = min(width_floors(b), key=lambda f: f.total)
+        lines.append(f"| {b.bins} | {b.library} | lowest: {lowest.width} | | | | | | | "
+                     f"**{lowest.total:,.0f}** | {lowest.total / b.fp16_mac:.2f} |")
+    lines += ["", "Readings of Table I's counter, from the same blocks:", "",
+              "| bins | library | reading | NAND2-eq | in FP16 MACs | index-MACs / cycle | per "
+              "FP16-MAC area | consequence |",
+              "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for b in bounds:
         for name, area, rate, consequence in readings(b):
             macs = area / b.fp16_mac

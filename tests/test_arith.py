@@ -4,7 +4,8 @@ Amaranth's simulator."""
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from qllm_cores.hdl.common.arith import at_least, one_hot_wires, or_tree
+from qllm_cores.hdl.common.arith import (at_least, lowest_one_hot, one_hot_index, one_hot_wires,
+                                         or_tree)
 
 
 def _settle(values, outputs, cases):
@@ -70,3 +71,13 @@ def test_one_hot_wires_decodes_every_value():
     assert seen["zero"] == 1            # a zero-width index has one value
     for width, _ in cases:
         assert seen[width] == [1 << v for v in range(1 << width)], width
+
+
+def test_lowest_one_hot_and_its_index_for_every_value():
+    value = Signal(5)
+    lowest = lowest_one_hot(value)
+    seen = _settle([value], [lowest, one_hot_index(lowest, 3)], [(v,) for v in range(32)])
+    for v, (one_hot, index) in enumerate(seen):
+        expected = v & -v                              # the lowest set bit (0 when none)
+        assert one_hot == expected, v
+        assert index == (expected.bit_length() - 1 if v else 0), v

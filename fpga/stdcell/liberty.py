@@ -97,17 +97,30 @@ class LibraryFacts:
     sequential: frozenset = field(repr=False)
     #: flip-flop -> (clock-to-Q, setup) in ps
     flop_timing: dict = field(repr=False)
+    #: the sequential cells that are latches (the others are flip-flops)
+    latches: frozenset = field(default=frozenset(), repr=False)
 
     def sequential_area(self, cells: dict) -> float:
         """Area of the sequential cells among ``cells`` (cell type -> count)."""
         return sum(self.areas[name] * count for name, count in cells.items()
                    if name in self.sequential)
 
+    def smallest(self, kind: str, dont_use=()) -> tuple[str, float]:
+        """``(name, area)`` of the smallest ``"latch"`` or ``"flop"`` cell not matching a
+        ``dont_use`` glob. Raises LibraryError if the library has none."""
+        cells = self.latches if kind == "latch" else self.sequential - self.latches
+        usable = [(self.areas[name], name) for name in cells
+                  if not any(fnmatch.fnmatchcase(name, pattern) for pattern in dont_use)]
+        if not usable:
+            raise LibraryError(f"no {kind} cell in {', '.join(map(str, self.files))}")
+        area, name = min(usable)
+        return name, area
+
 
 def library_facts(files) -> LibraryFacts:
     """Parse the Liberty ``files`` (``.lib`` or ``.lib.gz``) of one library."""
     files = tuple(Path(path) for path in files)
-    areas, sequential, timing, time_ps = {}, set(), {}, None
+    areas, sequential, latches, timing, time_ps = {}, set(), set(), {}, None
     nand2 = []
     for path in files:
         try:
@@ -124,6 +137,8 @@ def library_facts(files) -> LibraryFacts:
             name = cell.name
             area = float(cell.attribute("area") or 0.0)
             areas[name] = area
+            if cell.groups_of("latch"):
+                latches.add(name)
             if cell.groups_of("ff") or cell.groups_of("latch"):
                 sequential.add(name)
                 flop = _flop_timing(cell, scale)
@@ -134,7 +149,8 @@ def library_facts(files) -> LibraryFacts:
     if not nand2:
         raise LibraryError(f"no 2-input NAND in {', '.join(map(str, files))}")
     area, name = min(nand2)
-    return LibraryFacts(files, name, area, areas, frozenset(sequential), timing)
+    return LibraryFacts(files, name, area, areas, frozenset(sequential), timing,
+                        frozenset(latches))
 
 
 # --- a small Liberty reader -------------------------------------------------------------------

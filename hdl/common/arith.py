@@ -5,7 +5,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from .params import check_int
 
 __all__ = ["named", "one_hot_decode", "one_hot_wires", "predecode", "one_hot_from_lines", "adder_tree",
-           "adder_tree_cut", "popcount", "at_least", "or_tree"]
+           "adder_tree_cut", "popcount", "at_least", "or_tree", "lowest_one_hot",
+           "one_hot_index"]
 
 
 def named(m, value, name):
@@ -188,3 +189,19 @@ def or_tree(values):
         values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
                   for k in range(0, len(values), 2)]
     return values[0]
+
+
+def lowest_one_hot(bits):
+    """One-hot of the lowest set bit of ``bits`` (a Value), all zero when none is set
+    (combinational; bit k is ``bits[k]`` and no lower bit)."""
+    bits = Value.cast(bits)
+    return Cat(*(bits[k] & ~bits[:k].any() if k else bits[0] for k in range(len(bits))))
+
+
+def one_hot_index(one_hot, width):
+    """The index of the set bit of a one-hot Value (0 when none is set), ``width`` bits
+    (combinational: the OR of every position's index gated by its bit)."""
+    out = Const(0, width)
+    for k in range(1, len(one_hot)):
+        out = out | Mux(one_hot[k], k, 0)
+    return out[:width]

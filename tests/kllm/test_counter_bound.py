@@ -2,7 +2,7 @@
 
 import pytest
 
-from qllm_cores.fpga.kllm_counter_bound import bound, main, readings
+from qllm_cores.fpga.kllm_counter_bound import bound, main, readings, width_floors
 
 #: sky130_fd_sc_hd: dfxtp_1 20.0192 um^2 / nand2_1 3.7536 um^2 (the Liberty file's areas).
 SKY130_FLOP_EQ = 20.0192 / 3.7536
@@ -50,6 +50,23 @@ def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatc
     assert 24 * 15.0144 / 3.7536 < z.latch_bank < 4 * z.readout_word
     assert latched[1] == pytest.approx(spill[1] - 4 * z.readout_word + z.latch_bank)
     assert large.spill.shared > z.shared                 # 16 bins: more flags to drain
+    # The library's smallest latch and flip-flop (dlxtp_1, dfxtp_1).
+    assert small.latch == pytest.approx(15.0144 / 3.7536)
+    assert small.flop == pytest.approx(SKY130_FLOP_EQ)
+    floors = {f.width: f for f in width_floors(small)}
+    assert sorted(floors) == [2, 3, 4, 5, 6, 7]         # 4 inputs: a bin carries once a beat
+    full = floors[7]                                     # no spill: the whole count
+    assert (full.events, full.ports, full.drains) == (0, 0, 0)
+    assert full.storage == pytest.approx(4 * 7 * small.latch)
+    assert full.counting == pytest.approx(4 * small.decoder + 4 * small.bin)
+    # 5 bits: 100 >> 5 = 3 events, carries 8 beats apart (32 - 3 counts at 4 a beat), one
+    # drain (2 x 3 <= 8): the bound of the spill the unit builds.
+    f = floors[5]
+    assert (f.events, f.gap, f.ports) == (3, 8, 1)
+    assert f.storage == pytest.approx(4 * 6 * small.latch + 4 * small.flop
+                                      + 2 * 3 * 2 * small.latch)
+    assert f.drains == pytest.approx(small.drain_port) and small.drain_port > 0
+    assert floors[2].ports == 2 * 25                     # 25 events, a carry every beat
     assert one_copy[1] == pytest.approx(small.total - 4 * small.readout_word)
     assert one_copy[2] == pytest.approx(4 * 25 / (25 + 4))     # 25 beats, then 4 readout cycles
     assert outside[1] == pytest.approx(4 * small.decoder + 4 * small.popcount)

@@ -20,7 +20,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ...common.arith import named, popcount
+from ...common.arith import lowest_one_hot, named, one_hot_index, popcount
 
 __all__ = ["BinSpill", "spill_shape"]
 
@@ -48,19 +48,6 @@ def spill_shape(n_inputs, max_len, count_bits):
         if 2 * entries <= gap:
             return narrow, entries
     return None
-
-
-def _lowest(bits):
-    """One-hot of the lowest set bit of ``bits`` (a value), all zero when none is set."""
-    return Cat(*(bits[k] & ~bits[:k].any() if k else bits[0] for k in range(len(bits))))
-
-
-def _encode(one_hot, width):
-    """The index of the set bit of a one-hot value (0 when none), ``width`` bits."""
-    out = Const(0, width)
-    for k in range(1, len(one_hot)):
-        out = out | Mux(one_hot[k], k, 0)
-    return out[:width]
 
 
 class BinSpill(wiring.Component):
@@ -105,7 +92,7 @@ class BinSpill(wiring.Component):
         slots = [Signal(slot_bits, name=f"slot{g}") for g in range(groups)]
 
         # The lowest full slot drains into the list.
-        drain = named(m, _lowest(full), "drain")
+        drain = named(m, lowest_one_hot(full), "drain")
         event_bin = 0
         for g in range(groups):
             tag = Const(g, self.idx_bits - slot_bits) if groups > 1 else Cat()
@@ -115,11 +102,11 @@ class BinSpill(wiring.Component):
         # An empty slot takes its group's lowest pending bin.
         take = []
         for g in range(groups):
-            lowest = named(m, _lowest(flags[g * size:(g + 1) * size]), f"lowest{g}")
+            lowest = named(m, lowest_one_hot(flags[g * size:(g + 1) * size]), f"lowest{g}")
             chosen = named(m, Mux(full[g], 0, lowest), f"take{g}")
             take.append(chosen)
             with m.If(~full[g] & lowest.any()):
-                m.d.sync += slots[g].eq(_encode(lowest, slot_bits))
+                m.d.sync += slots[g].eq(one_hot_index(lowest, slot_bits))
         taken = Cat(*take)
 
         with m.If(self.end):
