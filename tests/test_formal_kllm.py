@@ -9,7 +9,7 @@ The seeded bugs:
 * ``kllm_idx_counter`` (1 lane, 4 bins, ``kk``, 2 banks, ``pipeline`` 0): the accumulators are
   never started afresh (the ``fresh ? 0 : acc`` multiplexer always takes ``acc``), so a
   histogram includes the reductions before it.
-* ``kllm_idx_counter`` with ``counts="spill"`` (1 lane, 2 bins, reductions of up to 6 beats,
+* ``kllm_idx_counter`` with ``counts="spill"`` (1 lane, 2 bins, reductions of up to 5 beats,
   ``pipeline`` 0): the readout ignores the list of spilled events (``high`` is 0), so a bin that
   carried before the end of its reduction reads 4 short.
 """
@@ -37,8 +37,8 @@ QUICK = {
                          (r"connect \\S \\fresh \[0\]\n    connect \\A \\acc \[11:0\]",
                           r"connect \\S 1'0\n    connect \\A \\acc [11:0]", 1)),
     "kllm_idx_counter_spill": (_row("kllm_idx_counter",
-                                    "n_inputs=1,idx_bits=1,max_len=6,mode=kk,counts=spill,"
-                                    "pipeline=0,beats=6"),
+                                    "n_inputs=1,idx_bits=1,max_len=5,mode=kk,counts=spill,"
+                                    "pipeline=0,beats=5"),
                                (r"connect \\A \\high \[0\]\n", r"connect \\A 1'0\n", 1)),
 }
 

@@ -64,7 +64,8 @@ def lane_table(rows, outcomes, library) -> str:
     """Markdown: the PE lane at Table I's proportions (Concat units, counters, FP16 MACs) for
     each counter row, and 32 of each ``kllm.column.*`` row, in NAND2-eq and 28 nm mm^2, beside
     Table I's lane (logic alone, and with its weight buffer); index-MACs a cycle per FP16 MAC
-    of area, and the area of the FP16 MACs that give the same rate over the lane's."""
+    of area, which is also the area of the FP16 MACs that give the same rate over the
+    lane's."""
     values = _by_id(rows, outcomes, library)
     mac = values.get("kllm.mac", {}).get("nand2")
     concat = values.get("kllm.concat", {}).get("nand2")
@@ -75,19 +76,19 @@ def lane_table(rows, outcomes, library) -> str:
     logic = sum(TABLE_I[key].area_um2 for key in ("concat", "counter", "mac"))
     buffer = TABLE_I["wgt_buffer"].area_um2
     lines = ["| lane | NAND2-eq | 28 nm mm^2 | in FP16 MACs | index-MACs / cycle | per "
-             "FP16-MAC area | FP16 MAC lane of the same rate / this lane |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "FP16-MAC area (= FP16 MAC lane of the same rate / this lane) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, um2 in ((f"KLLM Table I: {LANE_CONCATS} Concat + {LANE_COUNTERS} counters + "
                        f"{LANE_MACS} FP16 MACs", logic),
                       ("KLLM Table I, with the 2 KB weight buffer", logic + buffer)):
         macs = um2 / paper_mac
         lines.append(f"| {name} | - | {um2 / 1e6:.4f} | {macs:.1f} | {rate} | "
-                     f"{rate / macs:.2f} | {rate * paper_mac / um2:.2f} |")
+                     f"{rate / macs:.2f} |")
 
     def add(name, eq):
         macs = eq / mac
         lines.append(f"| {name} | {eq:,.0f} | {um2_28nm(eq) / 1e6:.4f} | {macs:.1f} | {rate} | "
-                     f"{rate / macs:.2f} | {rate * mac / eq:.2f} |")
+                     f"{rate / macs:.2f} |")
 
     for key, v in values.items():
         if key.startswith("kllm.counter") and v["nand2"] is not None:

@@ -126,8 +126,7 @@ class BinCounters(wiring.Component):
         elif kind == "shift":
             members.update(clear=In(1), bank_enable=In(1), bank_load=In(1),
                            shift_in=In(self.bank_bits))
-            if counter.counts == "spill":
-                members["pointer"] = In(counter.idx_bits)
+
         else:
             members.update(shift=In(1), shift_in=In(width))
         members["count"] = Out(width)
@@ -239,7 +238,7 @@ class BinCounters(wiring.Component):
         if c.counts == "spill":
             accm.submodules.spill = spill = BinSpill(
                 bins=self.bins, idx_bits=c.idx_bits, entries=c.spill_entries,
-                high_bits=count_bits - width)
+                high_bits=count_bits - width, registered=c.bank_kind == "shift")
 
         def narrow(total):
             """The accumulators' part of the bank-format ``total`` (without the events)."""
@@ -320,7 +319,7 @@ class BinCounters(wiring.Component):
             if spill is not None:
                 m.d.comb += [spill.end.eq(self.clear),
                              spill.load.eq(self.bank_enable & self.bank_load),
-                             spill.pointer.eq(self.pointer)]
+                             spill.shift.eq(self.bank_enable & ~self.bank_load)]
             rd.d.comb += self.count.eq(count_of(readout[:bank]))
         else:
             # One bank: the accumulators add, or shift out towards bin 0.

@@ -169,8 +169,6 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
     for part in parts:
         m.d.comb += [part.clear.eq(acc_clear), part.bank_enable.eq(bank_enable),
                      part.bank_load.eq(bank_load)]
-        if counter.counts == "spill":
-            m.d.comb += part.pointer.eq(pointer)
     _chain(m, parts)
     invariant(m, platform, contrib_idle == ~contrib.valid, front.ce == front.advance,
               bank_load == (contrib.valid & bank_free), acc_clear | ~bank_load,

@@ -10,7 +10,7 @@ count plus ``2**narrow_bits`` times the number of its events.
 
 The events reach the list one per cycle: a pending flag per bin (set by its carry), one slot per
 group of 16 bins (the group's lowest pending bin moves there when the slot is empty) and the
-lowest full slot drains into the list every cycle. :func:`spill_shape` picks the narrowest
+lowest full slot drains every cycle (through a register into the list). :func:`spill_shape` picks the narrowest
 count for which every event drains before its bin can carry again, so a bin never has two
 events outstanding; the one a bin may have outstanding when its reduction ends rides in the
 readout bank beside its narrow count (``pending``).
@@ -53,34 +53,46 @@ def spill_shape(n_inputs, max_len, count_bits):
 class BinSpill(wiring.Component):
     """The events of the narrow bins' carries, per reduction, and the high part of a count.
 
+    The lowest full slot drains into a register each cycle, which the list takes a cycle later
+    (off the path from the slots to the list). With ``registered`` the readout's comparisons
+    are registered too: each list entry's match with the bin read next is computed a cycle
+    ahead from the readout's own count of shifts (``shift``), instead of from ``pointer``.
+
     Members
     -------
     carry : ``In(bins)``
         This cycle's carries out of the narrow counts (already gated by the clock enable).
     end : ``In(1)``
-        The reduction ends in this cycle: the pending flags, slots and list restart empty in
-        the next (its events are in ``pending`` and, with this cycle's drain, in the list
-        ``load`` copies).
+        The reduction ends in this cycle: nothing drains, and the pending flags, slots and
+        list restart empty in the next (the reduction's events are in ``pending`` and in the
+        list that ``load`` copies).
     load : ``In(1)``
         The readout bank loads in this cycle: the readout list takes the list's next value.
     pending : ``Out(bins)``
-        Per bin, an event of the reduction not in the list after this cycle (its pending flag,
-        its carry, or its group's slot unless that drains now): the readout bank's extra bit.
+        Per bin, an event of the reduction that is not on its way to the list (its pending
+        flag, its carry, or its group's slot): the readout bank's extra bit when it loads.
     pointer : ``In(idx_bits)``
-        The bin being read out.
+        (Without ``registered``.) The bin being read out.
+    shift : ``In(1)``
+        (With ``registered``.) The readout moves to the next bin in this cycle (bin 0 follows
+        ``load``).
     high : ``Out(high_bits)``
-        The number of the readout list's events of bin ``pointer``.
+        The number of the readout list's events of the bin being read out.
     """
 
-    def __init__(self, *, bins, idx_bits, entries, high_bits):
+    def __init__(self, *, bins, idx_bits, entries, high_bits, registered=False):
         self.bins = bins
         self.idx_bits = idx_bits
         self.entries = entries
+        self.registered = registered
         self.groups = -(-bins // GROUP)
-        super().__init__({
-            "carry": In(bins), "end": In(1), "load": In(1), "pending": Out(bins),
-            "pointer": In(max(1, idx_bits)), "high": Out(high_bits),
-        })
+        members = {"carry": In(bins), "end": In(1), "load": In(1), "pending": Out(bins),
+                   "high": Out(high_bits)}
+        if registered:
+            members["shift"] = In(1)
+        else:
+            members["pointer"] = In(max(1, idx_bits))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -91,13 +103,15 @@ class BinSpill(wiring.Component):
         full = Signal(groups, name="slot_full")
         slots = [Signal(slot_bits, name=f"slot{g}") for g in range(groups)]
 
-        # The lowest full slot drains into the list.
-        drain = named(m, lowest_one_hot(full), "drain")
+        # The lowest full slot drains into `event` (not in the cycle a reduction ends).
+        drain = named(m, Mux(self.end, 0, lowest_one_hot(full)), "drain")
         event_bin = 0
         for g in range(groups):
             tag = Const(g, self.idx_bits - slot_bits) if groups > 1 else Cat()
             event_bin = event_bin | Mux(drain[g], Cat(slots[g], tag), 0)
-        event = named(m, event_bin, "event_bin")[:self.idx_bits]
+        event = Signal(self.idx_bits, name="event")
+        event_valid = Signal(name="event_valid")
+        m.d.sync += [event.eq(event_bin), event_valid.eq(drain.any())]
 
         # An empty slot takes its group's lowest pending bin.
         take = []
@@ -117,11 +131,11 @@ class BinSpill(wiring.Component):
                 full.eq((full & ~drain) | Cat(*(t.any() for t in take))),
             ]
 
-        # Per bin, the event still outside the list after this cycle.
+        # Per bin, the event not on its way to the list (nothing drains when a reduction ends).
         in_slot = []
         for b in range(bins):
             g, k = divmod(b, size)
-            in_slot.append(full[g] & ~drain[g] & (slots[g] == k))
+            in_slot.append(full[g] & (slots[g] == k))
         m.d.comb += self.pending.eq(flags | self.carry | Cat(*in_slot))
 
         # The list of this reduction's drained events (a shift register, the newest at the
@@ -130,8 +144,8 @@ class BinSpill(wiring.Component):
         width = self.entries * entry_bits
         current = Signal(width, name="events")
         readout = Signal(width, name="readout_events")
-        shifted = Cat(current[entry_bits:], event, full.any())
-        following = named(m, Mux(full.any(), shifted, current), "events_next")
+        following = named(m, Mux(event_valid, Cat(current[entry_bits:], event, 1), current),
+                          "events_next")
         with m.If(self.end):
             m.d.sync += current.eq(0)
         with m.Else():
@@ -139,10 +153,21 @@ class BinSpill(wiring.Component):
         with m.If(self.load):
             m.d.sync += readout.eq(following)
 
-        matches = []
-        for e in range(self.entries):
-            entry = readout[e * entry_bits:(e + 1) * entry_bits]
-            matches.append(entry[self.idx_bits] & (entry[:self.idx_bits]
-                                                   == self.pointer[:self.idx_bits]))
-        m.d.comb += self.high.eq(popcount(Cat(*matches)))
+        def matches(events, bin_):
+            out = []
+            for e in range(self.entries):
+                entry = events[e * entry_bits:(e + 1) * entry_bits]
+                out.append(entry[self.idx_bits] & (entry[:self.idx_bits] == bin_))
+            return Cat(*out)
+
+        if self.registered:
+            head = Signal(self.idx_bits, name="head")          # the bin read out
+            match = Signal(self.entries, name="match")
+            with m.If(self.load):
+                m.d.sync += [head.eq(0), match.eq(matches(following, 0))]
+            with m.Elif(self.shift):
+                m.d.sync += [head.eq(head + 1), match.eq(matches(readout, head + 1))]
+        else:
+            match = matches(readout, self.pointer[:self.idx_bits])
+        m.d.comb += self.high.eq(popcount(match))
         return m
