@@ -35,17 +35,17 @@ def spill_shape(n_inputs, max_len, count_bits):
 
     ``entries = max_len >> narrow_bits`` bounds the events of a reduction. A bin carries at
     most once a beat (``n_inputs <= 2**narrow_bits``) and, after a carry, not again for
-    ``gap = ceil((2**narrow_bits - n_inputs + 1) / n_inputs)`` beats. An event drains within
-    ``2 * entries`` cycles (at most ``entries - 1`` others drain before it, and of two
-    consecutive cycles at least one drains), so ``2 * entries <= gap`` keeps one event per bin
-    outstanding.
+    ``gap = ceil((2**narrow_bits - n_inputs + 1) / n_inputs)`` beats. An event is chosen to
+    drain within ``2 * entries`` cycles (at most ``entries - 1`` others are chosen before it,
+    and of two consecutive cycles at least one chooses) and leaves its slot a cycle later, so
+    ``2 * entries + 1 <= gap`` keeps one event per bin outstanding.
     """
     for narrow in range(1, count_bits):
         if (1 << narrow) < n_inputs:
             continue
         entries = max_len >> narrow
         gap = -(-((1 << narrow) - n_inputs + 1) // n_inputs)
-        if 2 * entries <= gap:
+        if 2 * entries + 1 <= gap:
             return narrow, entries
     return None
 
@@ -103,39 +103,47 @@ class BinSpill(wiring.Component):
         full = Signal(groups, name="slot_full")
         slots = [Signal(slot_bits, name=f"slot{g}") for g in range(groups)]
 
-        # The lowest full slot drains into `event` (not in the cycle a reduction ends).
-        drain = named(m, Mux(self.end, 0, lowest_one_hot(full)), "drain")
+        # The lowest full slot drains: chosen in one cycle (`drain`, from `vacant`, a copy of
+        # the slots' state that drives nothing else), read out of its slot into `event` in the
+        # next, and appended to the list in the one after. Nothing drains in the cycle a
+        # reduction ends; an event chosen just before is then counted in `pending` instead.
+        ones = (1 << groups) - 1
+        vacant = Signal(groups, name="slot_vacant", init=ones)  # == ~full, kept apart
+        chosen = Signal(groups, name="drain")
+        m.d.sync += chosen.eq(Mux(self.end, 0, lowest_one_hot(~vacant)))
         event_bin = 0
         for g in range(groups):
             tag = Const(g, self.idx_bits - slot_bits) if groups > 1 else Cat()
-            event_bin = event_bin | Mux(drain[g], Cat(slots[g], tag), 0)
+            event_bin = event_bin | Mux(chosen[g], Cat(slots[g], tag), 0)
         event = Signal(self.idx_bits, name="event")
         event_valid = Signal(name="event_valid")
-        m.d.sync += [event.eq(event_bin), event_valid.eq(drain.any())]
+        m.d.sync += [event.eq(event_bin), event_valid.eq(chosen.any() & ~self.end)]
+        drain = named(m, Mux(self.end, 0, lowest_one_hot(full)), "draining")
 
-        # An empty slot takes its group's lowest pending bin.
+        # An empty slot takes its group's lowest pending bin (a slot chosen in the cycle before
+        # is read in this one and written at its end).
         take = []
         for g in range(groups):
             lowest = named(m, lowest_one_hot(flags[g * size:(g + 1) * size]), f"lowest{g}")
-            chosen = named(m, Mux(full[g], 0, lowest), f"take{g}")
-            take.append(chosen)
+            taking = named(m, Mux(full[g], 0, lowest), f"take{g}")
+            take.append(taking)
             with m.If(~full[g] & lowest.any()):
                 m.d.sync += slots[g].eq(one_hot_index(lowest, slot_bits))
         taken = Cat(*take)
+        full_next = named(m, (full & ~drain) | Cat(*(t.any() for t in take)), "slot_full_next")
 
         with m.If(self.end):
-            m.d.sync += [flags.eq(0), full.eq(0)]
+            m.d.sync += [flags.eq(0), full.eq(0), vacant.eq(ones)]
         with m.Else():
-            m.d.sync += [
-                flags.eq((flags & ~taken) | self.carry),
-                full.eq((full & ~drain) | Cat(*(t.any() for t in take))),
-            ]
+            m.d.sync += [flags.eq((flags & ~taken) | self.carry), full.eq(full_next),
+                         vacant.eq(~full_next)]
 
-        # Per bin, the event not on its way to the list (nothing drains when a reduction ends).
+        # Per bin, the event not on its way to the list: its flag, its carry, or its slot
+        # (full, or chosen in the cycle before and not yet read).
         in_slot = []
         for b in range(bins):
             g, k = divmod(b, size)
-            in_slot.append(full[g] & (slots[g] == k))
+            in_slot.append((full[g] | chosen[g]) & (slots[g] == k))
         m.d.comb += self.pending.eq(flags | self.carry | Cat(*in_slot))
 
         # The list of this reduction's drained events (a shift register, the newest at the
