@@ -281,8 +281,8 @@ LANE_SHAPE = {"n_inputs": 5, "idx_bits": 1, "max_len": 10}
 WIDE_SHAPE = {"n_inputs": 16, "idx_bits": 1, "max_len": 16}
 #: The narrow counts with the overflow spill (``counts="spill"``): one lane, 2 bins, reductions
 #: of up to 5 beats, so that a 2-bit count carries in the middle of a reduction (its event
-#: reaches the list) and at its end (the event rides in the readout bank). PDR, 2 s at
-#: ``pipeline`` 0 and 47 s at 3 (6 beats: 88 s); k-induction does not decide it at the
+#: reaches the list) and at its end (the event rides in the readout bank). PDR, 4 s at
+#: ``pipeline`` 0 and 70-80 s at 3 beside another job; k-induction does not decide it at the
 #: frame's depth.
 SPILL_SHAPE = {"n_inputs": 1, "idx_bits": 1, "max_len": 5, "mode": "kk", "counts": "spill"}
 #: The modes: registry overrides (``ik`` at the contract's default weight width).
