@@ -101,6 +101,10 @@ class BinCounters(wiring.Component):
     (``accumulate``), and the accumulators and bank of the counter's ``bank_kind``. Every
     register loads at ``ce`` (the counter's front clock enable) except the bank's.
 
+    With ``counts="spill"`` the accumulators hold narrow counts, each bank slot one more bit,
+    and a :class:`~hdl.kllm.idx_counter.spill.BinSpill` keeps the carries' events; ``count``
+    adds them back.
+
     The counter drives the members; ``count`` is bin 0 of the bank (``shift``, ``single``) or
     the bin at ``pointer`` (``direct``). ``shift_in`` enters the top bin when the bank shifts
     (the next part's ``count``; 0 at the top).
@@ -126,7 +130,6 @@ class BinCounters(wiring.Component):
         elif kind == "shift":
             members.update(clear=In(1), bank_enable=In(1), bank_load=In(1),
                            shift_in=In(self.bank_bits))
-
         else:
             members.update(shift=In(1), shift_in=In(width))
         members["count"] = Out(width)
@@ -263,9 +266,8 @@ class BinCounters(wiring.Component):
                 totals = [base[b * width:(b + 1) * width] + contribution
                           for b, contribution in enumerate(contributions)]
                 m.d.comb += spill.carry.eq(Mux(self.ce, Cat(*(t[width] for t in totals)), 0))
-                narrow = [t[:width] for t in totals]
-                return named(accm, Cat(*(Cat(value, spill.pending[b])
-                                         for b, value in enumerate(narrow))), "sum")
+                return named(accm, Cat(*(Cat(t[:width], spill.pending[b])
+                                         for b, t in enumerate(totals))), "sum")
             if not c.overflow:
                 return named(accm, Cat(*((base[b * width:(b + 1) * width] + contribution)[:width]
                                         for b, contribution in enumerate(contributions))), "sum")
