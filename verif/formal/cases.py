@@ -99,13 +99,21 @@ HOLD_DEPTH = 2
 #: through the 7-stage pipeline.
 BOUNDED = {("oaken_dequantizer", "drains"):
            (40, "bounded by design: PDR decides it at no shape in 120 s"),
-           # kllm_column at its default depth (5): neither PDR nor dprove decides the three
-           # at the smallest shape (4 bins of 1 input; also 2 bins in ik mode): PDR runs out of
-           # time, dprove aborts after 50-160 s. 30 cycles take a reduction of that shape
-           # through the whole pipeline (latency 28) to its result (60 did not finish in 120 s).
-           # At depth 0 dprove proves them (COUNTING_ENGINES).
-           **{("kllm_column", prop, 5): (30, "bounded by design: PDR and dprove decide it at "
-                                              "no shape in 120 s at this depth")
+           # kllm_column (4 bins of 1 input, codebook of 1-bit entries): dprove leaves an
+           # 84-latch miter it cannot decide (its PDR gives up after 60 s; plain PDR on that
+           # miter undecided after 500 s) for "drains" at depth 0 and all three at the default
+           # depth 6 (it proves "nothing from nothing" and "bounded in flight" at depth 0;
+           # measured at 84f8ca0 and here, same Verilog; the entry was keyed to depth 5, the
+           # default before the input buffer).
+           # "drains" needs its 64-cycle stall window after a result: 85 cycles at depth 0
+           # (the first result by cycle 20, latency 15) and 100 at depth 6 (latency 30) reach a
+           # stall after the first result; the other two take 45 cycles at depth 6 (the first
+           # results; a bounded check there grows from 3 s at 40 cycles to 95 s at 50).
+           ("kllm_column", "drains", 0):
+           (85, "bounded by design: dprove and PDR do not decide it at this depth"),
+           **{("kllm_column", prop, 6): ((100 if prop == "drains" else 45),
+                                         "bounded by design: dprove and PDR do not decide it "
+                                         "at this depth")
               for prop in ("nothing from nothing", "bounded in flight", "drains")}}
 
 
@@ -116,7 +124,8 @@ def bounded(unit, prop, depth):
 #: Units whose counting proofs run another engine than ``pdr`` (``(engine, depth)``): kllm_column's
 #: ABC ``dprove`` (PDR decides none of the three at the smallest shape, 4 bins of 1 input, in 120 s
 #: or 300 s: the binary32 weighted sum is in the cone of every output beat, since zero bins are
-#: skipped; ``dprove`` simplifies first and proves them, 20-30 s a row with induction to depth 12:
+#: skipped; ``dprove`` simplifies first and proves two of them at depth 0, the rest being in
+#: BOUNDED, 25-40 s a row with induction to depth 12:
 #: at ABC's default 4 its final PDR, 60 s, gave up on "bounded in flight" once the ping-pong
 #: buffers' occupancy became two flags); p3_pcu's ``dprove`` (PDR: not in 120 s at depth 8 at 4
 #: PEs, the 16-entry output queue's 34-bit words in the design; dprove: 1-22 s at 1 PE); the
@@ -147,7 +156,8 @@ BOUNDED_STREAMS = {
 }
 
 #: Cycles of the bounded check that follows a proof no engine decided: no proof, but it tells
-#: "no counterexample that short" from a failing design.
+#: "no counterexample that short" from a failing design ("drains": this many more than the
+#: unit's stall window, which a shorter check could never see close).
 BOUNDED_DEPTH = 30
 
 
@@ -279,7 +289,10 @@ def _run(proof, build_dir):
     result = proof.run(build_dir)
     if result.status != "UNKNOWN":
         return [result]
-    bounded = replace(proof, engine="bmc", depth=BOUNDED_DEPTH).run(build_dir)
+    cycles = BOUNDED_DEPTH
+    if proof.prop == "drains":
+        cycles += ACCOUNTS[proof.unit](proof.params).drain_cycles
+    bounded = replace(proof, engine="bmc", depth=cycles).run(build_dir)
     return [result, replace(bounded, prop=bounded.prop + ", bounded")]
 
 
