@@ -31,6 +31,27 @@ def test_exemptions_name_registered_units_and_give_a_reason():
         assert isinstance(reason, str) and len(reason) > 20, unit
 
 
+def test_every_bounded_entry_names_a_row_that_runs(rows):
+    """An entry of BOUNDED keyed to a depth must meet a counting row at that depth (one keyed
+    to the column's old default depth 5 once matched nothing, and the rows at its new default
+    fell to the engines' budget instead)."""
+    counted = {(row.unit, row.prop, row.params.get("pipeline")) for row in rows
+               if row.prop in counting.PROPERTIES}
+    for key, (cycles, reason) in cases.BOUNDED.items():
+        assert key[1] in counting.PROPERTIES, key
+        if len(key) == 3:
+            assert key in counted, key
+        assert cycles > 0 and "bounded by design" in reason, key
+
+
+def test_bounded_drains_outlast_the_stall_window(rows):
+    """A bounded "drains" shorter than the account's stall window could never fail."""
+    for row in rows:
+        if row.prop == "drains" and row.engine == "bmc":
+            window = counting.ACCOUNTS[row.unit](row.params).drain_cycles
+            assert row.depth > window, (row.unit, row.configuration, row.depth, window)
+
+
 #: The units whose stream proofs are required.
 STREAM_UNITS = sorted(set(UNITS) - set(cases.NO_STREAM_PROOF))
 

@@ -141,7 +141,11 @@ COUNTING_ENGINES = {"kllm_column": ("dprove", 12), "p3_pcu": ("dprove", 8),
 
 #: Output streams whose counting properties are checked bounded, by design, in rows of their
 #: own (the unit's other streams are proved): ``unit -> (streams, {pipeline: cycles},
-#: reason)``.
+#: reason)``; "drains" runs at least until the stall window after the first transaction
+#: closes (:data:`FIRST_OWED` cycles and the account's window).
+#: Cycles from reset by which the reduced shapes' first transaction is complete (owed).
+FIRST_OWED = 6
+
 BOUNDED_STREAMS = {
     # The COO beat with `last` is the one where the chunk's running outlier count reaches its
     # total (from the statistics); that exactly one comes per chunk rests on that total
@@ -192,6 +196,9 @@ def stream_proofs(unit):
         for prop in COUNTING:
             for streams, shown, fixed in groups:
                 cycles, note = fixed or bounded(unit, prop, depth) or (None, "")
+                if fixed and prop == "drains":
+                    # the stall window after the first transaction closes within the check
+                    cycles = max(cycles, ACCOUNTS[unit](params).drain_cycles + FIRST_OWED)
                 engine, proof_depth = (("bmc", cycles) if cycles
                                        else COUNTING_ENGINES.get(unit, ("pdr", 8)))
                 rows.append(Proof(unit, shown, prop,
