@@ -130,6 +130,9 @@ class BinCounters(wiring.Component):
         elif kind == "shift":
             members.update(clear=In(1), bank_enable=In(1), bank_load=In(1),
                            shift_in=In(self.bank_bits))
+            if counter.counts == "spill":
+                # == clear, from a flip-flop of the spill's own
+                members["spill_end"] = In(1)
         else:
             members.update(shift=In(1), shift_in=In(width))
         members["count"] = Out(width)
@@ -319,8 +322,9 @@ class BinCounters(wiring.Component):
                 with rd.Else():
                     rd.d.sync += readout.eq(Cat(readout[bank:], self.shift_in))
             if spill is not None:
-                m.d.comb += [spill.end.eq(self.clear),
-                             spill.load.eq(self.bank_enable & self.bank_load),
+                # The bank loads only with `clear` (bank_load implies bank_enable); after a
+                # reset `spill_end` loads the empty list into the empty readout list.
+                m.d.comb += [spill.end.eq(self.spill_end), spill.load.eq(self.spill_end),
                              spill.shift.eq(self.bank_enable & ~self.bank_load)]
             rd.d.comb += self.count.eq(count_of(readout[:bank]))
         else:

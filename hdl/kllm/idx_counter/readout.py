@@ -166,13 +166,22 @@ def pipelined_banks(counter, m, front, contrib, parts, source, busy, bank_held, 
     with m.Elif(transfer):
         m.d.sync += [pointer.eq(pointer + 1),
                      penultimate.eq(pointer == counter.bins - 3 if counter.bins > 2 else 0)]
+    # The spill's copy of acc_clear (its slots and lists, away from the accumulators' clear;
+    # inverted so that synthesis does not merge the two).
+    spill_run = Signal()
+    if counter.counts == "spill":
+        m.d.sync += spill_run.eq(~load_next)
     for part in parts:
         m.d.comb += [part.clear.eq(acc_clear), part.bank_enable.eq(bank_enable),
                      part.bank_load.eq(bank_load)]
+        if counter.counts == "spill":
+            m.d.comb += part.spill_end.eq(~spill_run)
     _chain(m, parts)
-    invariant(m, platform, contrib_idle == ~contrib.valid, front.ce == front.advance,
-              bank_load == (contrib.valid & bank_free), acc_clear | ~bank_load,
-              name="bank_control")
+    held = [contrib_idle == ~contrib.valid, front.ce == front.advance,
+            bank_load == (contrib.valid & bank_free), acc_clear | ~bank_load]
+    if counter.counts == "spill":
+        held.append(spill_run == ~acc_clear)
+    invariant(m, platform, *held, name="bank_control")
 
 
 def single_bank(counter, m, front, contrib, parts, source, busy):
