@@ -118,7 +118,8 @@ class BinSpill(wiring.Component):
         event = Signal(self.idx_bits, name="event")
         event_valid = Signal(name="event_valid")
         m.d.sync += [event.eq(event_bin), event_valid.eq(chosen.any() & ~self.end)]
-        drain = named(m, Mux(self.end, 0, lowest_one_hot(full)), "draining")
+        # (`end` empties the slots at the flip-flops, so the slot drained needs no gate by it)
+        drain = named(m, lowest_one_hot(full), "draining")
 
         # An empty slot takes its group's lowest pending bin (a slot chosen in the cycle before
         # is read in this one and written at its end).
