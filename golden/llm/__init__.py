@@ -14,7 +14,9 @@ Modules:
   linear layer's weight, transform its input activation, the keys and values, the attention
   probabilities);
 * :mod:`.tokenizer`: the GPT-2-style byte-level BPE tokenizer of the GGUF metadata;
-* :mod:`.gguf_file`: finding the default file, reading metadata and dequantized tensors.
+* :mod:`.gguf_file`: finding the default file, reading metadata and dequantized tensors;
+* :mod:`.schemes`: the papers' quantizers and their baselines as :class:`Hooks`
+  (:data:`SCHEMES`, :func:`build_scheme`, :class:`Scheme`).
 
 Typical use::
 
@@ -28,10 +30,12 @@ Nothing here imports ``hdl``.
 
 from .gguf_file import DEFAULT_FILE, DEFAULT_PACKAGE, INSTALL_HINT, default_model_path, read_gguf
 from .model import Config, Hooks, Model, load_model, rms_norm, rope
+from .schemes import SCHEMES, Scheme, build_scheme
 from .tokenizer import Tokenizer, byte_to_char, pre_split
 
 __all__ = [
     "load_model", "Model", "Config", "Hooks", "rms_norm", "rope",
     "Tokenizer", "byte_to_char", "pre_split",
     "default_model_path", "read_gguf", "DEFAULT_PACKAGE", "DEFAULT_FILE", "INSTALL_HINT",
+    "SCHEMES", "Scheme", "build_scheme",
 ]
