@@ -31,7 +31,7 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
 
 .DEFAULT_GOAL := all
 .PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
-        area-ecp5 paper-numbers FORCE \
+        area-ecp5 paper-numbers model-report FORCE \
         synth fmax stdcell report paper sweep bitstream results lint test test-large clean distclean
 
 $(STAMP): pyproject.toml
@@ -137,6 +137,12 @@ paper: paper-numbers
 # The papers' checkable numbers against the golden models alone (part of make).
 paper-numbers: $(STAMP)
 	$(PY) -m qllm_cores.golden.paper
+
+# Perplexity of SmolLM2-135M (golden/llm) on held-out reference-manual text, float and every
+# quantization scheme of the four papers, beside the papers' claims (build/model-report/:
+# model-report.md, .csv, .png; docs/llm.md). 7 min on 2 shared cores.
+model-report: $(STAMP)
+	$(QLLM) model-report
 
 # make bitstream BOARD=icebreaker|ulx3s-25f|ulx3s-85f UNIT=kllm_concat [CONFIG=...] [SET="lanes=4"]
 #                [BAUD=115200]: the unit behind a UART (build/bitstream/<board>/<unit>/);
