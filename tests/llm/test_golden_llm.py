@@ -32,19 +32,6 @@ PUBLISHED = dict(n_layers=30, d_model=576, n_heads=9, n_kv_heads=3, head_dim=64,
 WINDOW = 128
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_blas_thread():
-    """One BLAS thread: on a loaded machine OpenBLAS's threads spin, and the forward pass runs
-    several times slower with them (docs/llm.md)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                                   # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 @pytest.fixture(scope="module")
 def model():
     return llm.load_model()

@@ -34,18 +34,6 @@ COLUMNS = ["scheme", "paper", "bits", "mean_bits", "perplexity", "ratio", "paper
            "agreement", "seconds"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_blas_thread():
-    """One BLAS thread (docs/llm.md: OpenBLAS's threads spin on a loaded machine)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                                   # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One small report through the ``qllm`` entry point: (exit code, out dir, stdout)."""

@@ -27,18 +27,6 @@ from qllm_cores.golden.llm.schemes import SCHEMES, build_scheme  # noqa: E402
 WINDOW = 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_blas_thread():
-    """One BLAS thread (docs/llm.md: OpenBLAS's threads spin on a loaded machine)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                                   # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 @pytest.fixture(scope="module")
 def model():
     return load_model(layers=2)
