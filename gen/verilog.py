@@ -199,6 +199,9 @@ def manifest(spec, component, config=None):
         # Throughput at full rate: results (what ``result`` names) per cycle.
         "result": spec.result,
         "results_per_cycle": spec.results_per_cycle(params),
+        # Units that end their input in reductions: the shortest reduction (beats) that
+        # streams with no stall, where the unit states one.
+        "stall_free_beats": getattr(component, "stall_free_beats", None),
         # Vendor primitives the Verilog instantiates (simulation adds verif/models/<name>.v),
         # and the area targets it can be synthesized for (None: all).
         "primitives": list(getattr(component, "primitives", ())),

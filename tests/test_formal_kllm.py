@@ -12,6 +12,9 @@ The seeded bugs:
 * ``kllm_idx_counter`` with ``counts="spill"`` (1 lane, 2 bins, reductions of up to 5 beats,
   ``pipeline`` 0): the readout ignores the list of spilled events (``high`` is 0), so a bin that
   carried before the end of its reduction reads 4 short.
+* ``kllm_idx_counter`` with ``counts="memory"`` (1 lane, 2 bins, reductions of up to 2 beats,
+  ``pipeline`` 0): the word the beat just ahead wrote is never taken (flag ``f1``), so a beat
+  whose index equals the previous beat's misses that beat's count.
 """
 
 import pytest
@@ -40,6 +43,10 @@ QUICK = {
                                     "n_inputs=1,idx_bits=1,max_len=5,mode=kk,counts=spill,"
                                     "pipeline=0,beats=5"),
                                (r"connect \\A \\high \[0\]\n", r"connect \\A 1'0\n", 1)),
+    "kllm_idx_counter_memory": (_row("kllm_idx_counter",
+                                     "idx_bits=1,max_len=4,mode=kk,counts=memory,n_inputs=1,"
+                                     "pipeline=0,beats=2,in_flight=1"),
+                                (r"connect \\S \\lane0_f1 \[0\]\n", r"connect \\S 1'0\n", 1)),
 }
 
 

@@ -397,9 +397,13 @@ class PingPongBuffer(wiring.Component):
     reaches only its read pointer and occupancy, never the payload registers' enables.
 
     Where a :class:`SkidBuffer`'s output and skid registers load on ``~o.valid | o.ready``
-    (a consumer's clock enable fanned out to every payload bit), here entry ``k`` loads when a
-    beat transfers on ``i`` and the write pointer is ``k``; ``o.payload`` is the entry at the
-    read pointer (a 2:1 multiplexer of flip-flops). The occupancy is two flip-flops, ``o.valid``
+    (a consumer's clock enable fanned out to every payload bit), here entry ``k`` loads
+    ``i.payload`` in every cycle in which it is the free entry the write pointer names
+    (``write == k`` and not ``full``), whether or not a beat transfers: a beat not taken leaves
+    the entry free, so the enable is a gate of two flip-flops, not of ``i.valid`` and the
+    producer's logic. ``o.payload`` is the entry at the read pointer (a 2:1 multiplexer of
+    flip-flops; while the buffer is empty it is the free entry and changes, with ``o.valid``
+    low). The occupancy is two flip-flops, ``o.valid``
     (at least one entry) and ``full`` (two), with ``i.ready`` = ``~full``: both handshakes come
     from flip-flops with no logic between. Full throughput: with ``o.ready``
     high one beat per cycle in and out, one cycle from a transfer on ``i`` to ``o.valid``.
@@ -438,7 +442,7 @@ class PingPongBuffer(wiring.Component):
             self.o.payload.eq(Mux(read, entries[1], entries[0])),
         ]
         for k, entry in enumerate(entries):
-            with m.If(push & (write == k)):
+            with m.If((write == k) & ~full):
                 m.d.sync += entry.eq(self.i.payload)
         with m.If(push):
             m.d.sync += write.eq(~write)

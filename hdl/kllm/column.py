@@ -164,7 +164,8 @@ class KllmColumn(wiring.Component):
     """
 
     def __init__(self, *, a_bits=4, b_bits=4, n_inputs=16, mode="kk", weight_bits=None,
-                 max_len=4096, banks=2, pipeline=DEFAULT_PIPELINE):
+                 max_len=4096, banks=2, counts="full", target="generic",
+                 pipeline=DEFAULT_PIPELINE):
         self.a_bits = check_int("a_bits", a_bits, min_value=1, max_value=8)
         self.b_bits = check_int("b_bits", b_bits, min_value=1, max_value=8)
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
@@ -176,11 +177,16 @@ class KllmColumn(wiring.Component):
                              f"idx_bits range 1..10), not {self.a_bits} + {self.b_bits}")
         depth = PIPELINE_DEPTHS[self.pipeline]
         self.banks = check_int("banks", banks, min_value=1, max_value=2)
-        # The counter validates weight_bits (None in kk) and max_len.
+        # The counter validates weight_bits (None in kk), max_len and counts="memory" in ik;
+        # the spill keeps no overflow flags.
+        check_choice("counts", counts, ("full", "memory"))
         self.counter = KllmIdxCounter(n_inputs=self.n_inputs, idx_bits=self.idx_bits,
                                       mode=self.mode, weight_bits=weight_bits, max_len=max_len,
-                                      overflow=True, banks=self.banks,
-                                      pipeline=depth["counter"])
+                                      overflow=True, banks=self.banks, counts=counts,
+                                      target=target, pipeline=depth["counter"])
+        self.counts, self.target = self.counter.counts, self.counter.target
+        self.primitives = self.counter.primitives
+        self.synth_targets = self.counter.synth_targets
         self.weight_bits = self.counter.weight_bits
         self.max_len = self.counter.max_len
         self.count_bits = self.counter.count_bits

@@ -37,7 +37,12 @@ from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
     ({"banks": 0}, ValueError, r"banks must be in range 1\.\.2, not 0"),
     ({"banks": 3}, ValueError, r"banks must be in range 1\.\.2, not 3"),
     ({"banks": "2"}, TypeError, r"banks must be an integer, not '2'"),
-    ({"counts": "narrow"}, ValueError, r"counts must be one of 'full', 'spill', not 'narrow'"),
+    ({"counts": "narrow"}, ValueError,
+     r"counts must be one of 'full', 'spill', 'memory', not 'narrow'"),
+    ({"counts": "memory", "mode": "ik"}, ValueError,
+     r"counts='memory' needs mode='kk' \(got mode='ik'\)"),
+    ({"counts": "memory", "banks": 1}, ValueError,
+     r"counts='memory' needs banks=2 \(got banks=1\)"),
     ({"counts": "spill", "mode": "ik"}, ValueError, r"counts='spill' needs mode='kk' \(got mode='ik'\)"),
     ({"counts": "spill", "banks": 1}, ValueError, r"counts='spill' needs banks=2 \(got banks=1\)"),
     ({"counts": "spill", "overflow": True}, ValueError,
@@ -110,6 +115,8 @@ def test_verilog_ports_follow_the_spec():
 
 #: counts="spill" at 64 bins: 5-bit narrow counts (carry at 32), 2 events a reduction.
 SPILL_PARAMS = {"n_inputs": 5, "idx_bits": 6, "max_len": 64, "counts": "spill"}
+#: counts="memory" with odd lanes and a 5-bit count (wrapping exercised cheaply).
+MEMORY_PARAMS = {"n_inputs": 5, "idx_bits": 3, "max_len": 20, "counts": "memory"}
 
 BENCH_CONFIGS = [
     # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
@@ -164,6 +171,17 @@ BENCH_CONFIGS = [
     pytest.param({"counts": "spill"}, 40, marks=pytest.mark.large, id="kllm-a4-spill"),
     pytest.param(SPILL_PARAMS, 300, id="spill-5in-64bins"),
     pytest.param({**SPILL_PARAMS, "pipeline": 0}, 300, id="spill-5in-64bins-pipeline0"),
+    # Per-lane histograms in memory: the paper configuration, and 8 bins x 5 lanes at the
+    # lowest, an intermediate and the default depth.
+    pytest.param({"counts": "memory"}, 40, id="kllm-a4-memory"),
+    # The same on ECP5 block RAMs (DP16KD instances, simulated with verif/models/DP16KD.v).
+    pytest.param({"counts": "memory", "target": "ecp5"}, 40, id="kllm-a4-memory-ecp5"),
+    pytest.param({**MEMORY_PARAMS, "target": "ecp5", "pipeline": 0}, 300,
+                 id="memory-5in-8bins-ecp5-pipeline0"),
+    pytest.param(MEMORY_PARAMS, 500, id="memory-5in-8bins"),
+    pytest.param({**MEMORY_PARAMS, "pipeline": 0}, 500, id="memory-5in-8bins-pipeline0"),
+    pytest.param({**MEMORY_PARAMS, "pipeline": 1}, 300, marks=pytest.mark.large,
+                 id="memory-5in-8bins-pipeline1"),
 ]
 
 
@@ -176,8 +194,14 @@ def test_bench(params, reductions):
     assert metrics["random_reductions_backpressure"]["reductions"] == reductions
     throughput = metrics["sustained_throughput"]
     unit = KllmIdxCounter(**params)
-    if throughput["k"] // unit.n_inputs >= unit.bins and unit.banks == 2:
+    beats = throughput["k"] // unit.n_inputs
+    if beats >= unit.stall_free_beats and unit.banks == 2:
         assert throughput["indices_per_cycle"] == unit.n_inputs
+    elif beats >= unit.bins and unit.banks == 2:
+        # The per-lane memories: a reduction of bins .. stall_free_beats beats waits at most
+        # for the beats it lacks.
+        least = unit.n_inputs * beats / unit.stall_free_beats
+        assert unit.n_inputs > throughput["indices_per_cycle"] >= least
 
 
 # The mutants below are for MUTANT_PARAMS at the default depth: idx (5 x 3 bits) fills
@@ -238,8 +262,40 @@ def _spill_slot_forgotten(text):
     return edit_site(text, r"assign pending = (\\\$\d+)  \| \{[^;]*\};", r"assign pending = \1 ;")
 
 
+def _memory_no_forward_from_previous(text):
+    """Lane 0 never takes the word the beat just ahead of it wrote (flag ``f1``): equal indices
+    on consecutive beats lose a count."""
+    return edit_site(text, r"lane0_f1 <= \\\$\d+ ;", "lane0_f1 <= 1'h0;")
+
+
+def _memory_no_forward_from_second(text):
+    """Lane 0 never takes the word the beat two ahead of it wrote (flag ``f2``): it reads the
+    word that beat writes in the cycle of the read."""
+    return edit_site(text, r"lane0_f2 <= [^;]+;", "lane0_f2 <= 1'h0;")
+
+
+def _memory_no_forward_from_fourth(text):
+    """Lane 0 never takes the word the beat four ahead of it wrote in the cycle of its read
+    (flag ``f4``): it reads that word before the write."""
+    return edit_site(text, r"lane0_f4 <= [^;]+;", "lane0_f4 <= 1'h0;")
+
+
+def _memory_not_cleared(text):
+    """Lane 0's bank 0 writes the word being counted where it should write 0 (the clears after
+    reset and after each readout)."""
+    return edit_site(text, r"lane0_bank0_wcount \? lane0_wrote1 : \d+'h0+;", "lane0_wrote1;")
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("mutation,params,reductions", [
+    pytest.param(("memory-f1", _memory_no_forward_from_previous), MEMORY_PARAMS, 100,
+                 id="memory-forward-f1"),
+    pytest.param(("memory-f2", _memory_no_forward_from_second), MEMORY_PARAMS, 100,
+                 marks=pytest.mark.large, id="memory-forward-f2"),
+    pytest.param(("memory-f4", _memory_no_forward_from_fourth), MEMORY_PARAMS, 100,
+                 marks=pytest.mark.large, id="memory-forward-f4"),
+    pytest.param(("memory-clear", _memory_not_cleared), MEMORY_PARAMS, 100,
+                 marks=pytest.mark.large, id="memory-clear"),
     pytest.param(("spill-list", _spill_list_ignored), SPILL_PARAMS, 100, id="spill-list"),
     pytest.param(("spill-bank", _spill_bank_event_dropped), SPILL_PARAMS, 100,
                  marks=pytest.mark.large, id="spill-bank-event"),
@@ -310,18 +366,21 @@ def _running_out_of_range(idx, weights, mask, last, bins, width, mode):
     return np.array(flags)
 
 
-@pytest.mark.parametrize("mode", ["kk", "ik"])
-@pytest.mark.parametrize("pipeline,banks", [(0, 2), (3, 2), (1, 1)])
-def test_overflow_flags_report_every_bin_that_left_the_range(mode, pipeline, banks):
+@pytest.mark.parametrize("mode,pipeline,banks,counts", [
+    (mode, pipeline, banks, "full")
+    for mode in ("kk", "ik") for pipeline, banks in ((0, 2), (3, 2), (1, 1))
+] + [("kk", 0, 2, "memory"), ("kk", 3, 2, "memory")])
+def test_overflow_flags_report_every_bin_that_left_the_range(mode, pipeline, banks, counts):
     """``overflow=True``: the sticky per-bin flag beside each count, in all three bank
-    arrangements (direct, shift, single), in the Amaranth simulator with random gaps. Short
-    reductions stay in range; long skewed ones leave it, in ik also by a running sum that comes
-    back (the flag is sticky)."""
+    arrangements (direct, shift, single) and with per-lane memories, in the Amaranth simulator
+    with random gaps. Short reductions stay in range; long skewed ones leave it, in ik also by a
+    running sum that comes back (the flag is sticky)."""
     from qllm_cores.verif.amaranth_sim import simulate_streams
     n, idx_bits, max_len = 2, 2, 3
     weight_bits = 3 if mode == "ik" else None
     counter = KllmIdxCounter(n_inputs=n, idx_bits=idx_bits, mode=mode, weight_bits=weight_bits,
-                             max_len=max_len, overflow=True, banks=banks, pipeline=pipeline)
+                             max_len=max_len, overflow=True, banks=banks, counts=counts,
+                             pipeline=pipeline)
     width = counter.count_bits
     rng = np.random.default_rng(7 + pipeline)
     idx_rows, weight_rows, mask_rows, last_rows = [], [], [], []

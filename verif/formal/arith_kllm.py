@@ -286,6 +286,15 @@ WIDE_SHAPE = {"n_inputs": 16, "idx_bits": 1, "max_len": 16}
 #: with 2 beats) 45 s beside another job (the unit's most, 5: 70-80 s alone, over the 120 s
 #: budget under load); k-induction does not decide it at the frame's depth.
 SPILL_SHAPE = {"n_inputs": 1, "idx_bits": 1, "max_len": 5, "mode": "kk", "counts": "spill"}
+#: Per-lane histograms in memory (``counts="memory"``): 2 bins, so that reductions of 2 beats
+#: swap the banks while the other's readout ends, the readout's clears meet the next counting,
+#: and equal indices on consecutive beats are forwarded (``f1``; ``f2``..``f4`` need reductions
+#: of 3 to 5 beats in one lane: PDR did not decide 5 beats in 120 s, the benches' mutants cover
+#: them). One histogram owed at a time (assumed): with the unit's most (its latency, 7 at
+#: ``pipeline`` 0) PDR did not converge in 300 s, with 2 it took 92 s beside other jobs. One
+#: lane at ``pipeline`` 0 (29 s beside ``make report``) and the default (57 s), and two lanes,
+#: the lanes' sum, at 0 with single-beat reductions (10 s; 2 beats: over 120 s).
+MEMORY_SHAPE = {"idx_bits": 1, "max_len": 4, "mode": "kk", "counts": "memory"}
 #: The modes: registry overrides (``ik`` at the contract's default weight width).
 MODES = {"kk": {"mode": "kk"}, "ik": {"mode": "ik", "weight_bits": 4}}
 #: The counter's PDR rows on :data:`BANK_SHAPE`: ``(mode, pipeline, banks, beats,
@@ -310,7 +319,8 @@ def proofs():
     """The KLLM rows: ``kllm_concat`` at its defaults (16 lanes) at every ``pipeline``, by
     PDR; ``kllm_idx_counter`` by PDR (:data:`PDR_ROWS`), framed (:data:`FRAMED_ROWS`), and
     framed on :data:`LANE_SHAPE` at ``pipeline`` 0 and the default (``kk``: reductions of up
-    to 2 beats; ``ik``: single-beat), and ``counts="spill"`` on :data:`SPILL_SHAPE` by PDR."""
+    to 2 beats; ``ik``: single-beat), ``counts="spill"`` on :data:`SPILL_SHAPE` and
+    ``counts="memory"`` on :data:`MEMORY_SHAPE` (1 and 2 lanes) by PDR."""
     from qllm_cores.hdl.kllm.concat import MAX_PIPELINE
 
     rows = [concat_row({"pipeline": depth}) for depth in range(MAX_PIPELINE + 1)]
@@ -332,4 +342,7 @@ def proofs():
     rows += [counter_row({**SPILL_SHAPE, "pipeline": 0}, beats=5, framed=False),
              counter_row({**SPILL_SHAPE, "pipeline": default}, beats=5, framed=False,
                          in_flight=2)]
+    rows += [counter_row({**MEMORY_SHAPE, "n_inputs": lanes, "pipeline": depth}, beats=beats,
+                         framed=False, in_flight=1)
+             for lanes, depth, beats in ((1, 0, 2), (1, default, 2), (2, 0, 1))]
     return rows

@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...common.arith import named
 from .bins import BinCounters, bin_blocks, weights_carried
+from .lanes import ECP5_WORD_BITS, STALL_FREE_EXTRA, TARGETS, lane_histograms, memory_stages
 from .readout import direct_banks, pipelined_banks, single_bank
 from .spill import spill_shape
 from ...common.params import check_choice, check_int
@@ -32,7 +33,7 @@ MAX_PIPELINE = max(PIPELINE_CUTS)
 DEFAULT_PIPELINE = 3
 
 #: How the bins hold their counts (the ``counts`` parameter).
-COUNTS = ("full", "spill")
+COUNTS = ("full", "spill", "memory")
 
 #: Widest bin counter the unit builds (the ``count`` field of the output stream).
 MAX_COUNT_BITS = 32
@@ -110,6 +111,20 @@ class KllmIdxCounter(wiring.Component):
         narrow count plus ``2**narrow_bits`` per event. Same ports, latency and rate; counts
         are exact up to ``max_len`` counted indices a reduction and undefined past it (no
         wrap). Needs ``mode="kk"``, ``banks=2``, ``overflow=False``, ``idx_bits`` <= 8.
+        ``"memory"``: every lane keeps its own histogram in two memories of ``2**idx_bits``
+        words (one counts, one is read out; :mod:`hdl.kllm.idx_counter.lanes`): a
+        read-modify-write a lane a cycle, the readout adding the lanes' counts bin by bin.
+        Same ports and outputs (counts wrap as with ``"full"``); a longer latency
+        (:attr:`latency`), reductions of at least :attr:`stall_free_beats` beats stream with no
+        stall, and after reset ``i`` waits ``2**idx_bits`` cycles while the memories are
+        cleared. Needs ``mode="kk"`` and ``banks=2``. Block RAM on an FPGA, flip-flops on
+        standard cells.
+    target : str
+        Where ``counts="memory"`` puts its memories: ``"generic"`` (default; inferred, with a
+        register after each read port) or ``"ecp5"`` (DP16KD block RAMs in their 1024 x 18 mode
+        with the output register: the Verilog instantiates them and synthesizes for ECP5 only;
+        a count and its overflow flag must fit 18 bits). Other values of ``counts`` take
+        ``"generic"`` only.
     pipeline : int
         Register cuts, 0..3 (default 3, the depth that closes timing at 150 MHz on ECP5):
 
@@ -134,6 +149,11 @@ class KllmIdxCounter(wiring.Component):
           flags of each group's lane pairs are also compared in front of the input register,
           and the carried weights (the merge's adders) get a register stage of their own
           (latency 6).
+
+        With ``counts="memory"`` the cuts are: 1 (``accumulate``, ``readout``): a register of
+        the lanes' words after the memories, and the skid buffer; 2 (``partial``): registers in
+        the middle of the lanes' adder tree and after it; 3 (``decode``): a register of the
+        beat before the memories are addressed. Latency 7, 9, 11, 12.
 
         Every front stage loads at one clock enable (:class:`~hdl.common.stream_stage.StallPipeline`),
         which holds only while a `last` beat waits for the readout bank (with ``banks=1``:
@@ -165,7 +185,10 @@ class KllmIdxCounter(wiring.Component):
     latency : int
         Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its histogram
         being valid on ``o``, with ``o.ready`` high and the readout bank free: 2, 4, 5, 5 for
-        ``pipeline`` 0..3 (6 at 3 in ``ik``).
+        ``pipeline`` 0..3 (6 at 3 in ``ik``; ``counts="memory"``: 7, 9, 11, 12).
+    stall_free_beats : int
+        With ``banks=2``, reductions of at least this many beats follow each other with no
+        stall: ``2**idx_bits`` (``counts="memory"``: 6 more, 7 with the ``decode`` cut).
 
     Latency and throughput (``banks=2``): one beat (``n_inputs`` indices) per cycle at every
     depth. With ``banks=1`` a reduction of B beats occupies the input for about
@@ -190,7 +213,8 @@ class KllmIdxCounter(wiring.Component):
     keep_blocks = False
 
     def __init__(self, *, n_inputs=16, idx_bits=8, mode="kk", weight_bits=None, max_len=4096,
-                 banks=2, overflow=False, counts="full", pipeline=DEFAULT_PIPELINE):
+                 banks=2, overflow=False, counts="full", target="generic",
+                 pipeline=DEFAULT_PIPELINE):
         self.n_inputs = check_int("n_inputs", n_inputs, min_value=1, max_value=64)
         self.idx_bits = check_int("idx_bits", idx_bits, min_value=1, max_value=10)
         self.mode = check_choice("mode", mode, ("kk", "ik"))
@@ -222,15 +246,31 @@ class KllmIdxCounter(wiring.Component):
         self.narrow_bits, self.spill_entries = None, 0
         if self.counts == "spill":
             self._check_spill()
+        self.target = check_choice("target", target, TARGETS)
+        self.primitives, self.synth_targets = (), None
+        if self.counts == "memory":
+            self._check_memory()
+        elif self.target != "generic":
+            raise ValueError(f"target={self.target!r} applies to counts='memory' only (got "
+                             f"counts={self.counts!r})")
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         self.cuts = PIPELINE_CUTS[self.pipeline]
         #: ik with the decode cut: the carried weights get a register of their own.
         self.carry_stage = self.mode == "ik" and "decode" in self.cuts
-        self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
-                             + int(self.carry_stage))
+        #: Reductions of at least this many beats stream with no stall (``banks=2``).
+        self.stall_free_beats = self.bins
+        if self.counts == "memory":
+            # The readout starts the cycle after the `last` beat's write.
+            self.front_stages, readout_stages = memory_stages(self.cuts)
+            self.front_stages += 1
+            self.stall_free_beats += STALL_FREE_EXTRA + ("decode" in self.cuts)
+        else:
+            self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
+                                 + int(self.carry_stage))
+            readout_stages = 1
         #: Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its
         #: histogram being valid on ``o`` (with ``o.ready`` high and the readout bank free).
-        self.latency = self.front_stages + 1 + ("readout" in self.cuts)
+        self.latency = self.front_stages + readout_stages + ("readout" in self.cuts)
         #: Above 8 index bits, the parts of the bins emitted once as a Verilog module
         #: (``gen.verilog``; :class:`~hdl.kllm.idx_counter.bins.BinCounters`).
         self.shared_modules = SharedModules()
@@ -253,6 +293,9 @@ class KllmIdxCounter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        if self.counts == "memory":
+            lane_histograms(self, m, platform)
+            return m
         cuts = self.cuts
         n = self.n_inputs
 
@@ -430,6 +473,21 @@ class KllmIdxCounter(wiring.Component):
                 f"counts='spill' has no narrow count shorter than the {self.count_bits}-bit "
                 f"count at n_inputs={self.n_inputs}, max_len={self.max_len}: use counts='full'")
         self.narrow_bits, self.spill_entries = shape
+
+    def _check_memory(self):
+        needs = {"mode": ("kk", self.mode), "banks": (2, self.banks)}
+        for name, (wanted, value) in needs.items():
+            if value != wanted:
+                raise ValueError(f"counts='memory' needs {name}={wanted!r} (got "
+                                 f"{name}={value!r})")
+        if self.target == "ecp5":
+            word = self.count_bits + int(self.overflow)
+            if word > ECP5_WORD_BITS:
+                raise ValueError(
+                    f"target='ecp5' holds words of at most {ECP5_WORD_BITS} bits; max_len="
+                    f"{self.max_len} needs {word} (a {self.count_bits}-bit count"
+                    f"{' and its overflow flag' if self.overflow else ''})")
+            self.primitives, self.synth_targets = ("DP16KD",), ("ecp5",)
 
     @property
     def bank_kind(self):
