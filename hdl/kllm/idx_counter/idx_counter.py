@@ -442,13 +442,7 @@ class KllmIdxCounter(wiring.Component):
         # Accumulators and readout: the front advances (clock enable `front.ce`) unless a
         # `last` beat waits at its end for the readout bank (`contrib.ready` low), or, with a
         # single bank, while that bank is read out.
-        if "readout" in cuts:
-            source = stream.Signature(self.out_layout).create(path=("readout",))
-            rd.submodules.readout_buffer = buffer = SkidBuffer(self.out_layout)
-            wiring.connect(rd, source, buffer.i)
-            wiring.connect(rd, buffer.o, wiring.flipped(self.o))
-        else:
-            source = self.o
+        source = self.readout_sink(rd)
         if self.banks == 1:
             single_bank(self, rd, front, contrib, parts, source, busy)
         elif pipelined:
@@ -473,6 +467,18 @@ class KllmIdxCounter(wiring.Component):
                 f"counts='spill' has no narrow count shorter than the {self.count_bits}-bit "
                 f"count at n_inputs={self.n_inputs}, max_len={self.max_len}: use counts='full'")
         self.narrow_bits, self.spill_entries = shape
+
+    def readout_sink(self, m):
+        """The stream the readout drives: with the ``readout`` cut a
+        :class:`~hdl.common.stream_stage.SkidBuffer` in ``m`` in front of ``o`` (registered
+        ready and output), else ``o`` itself."""
+        if "readout" not in self.cuts:
+            return self.o
+        sink = stream.Signature(self.out_layout).create(path=("readout",))
+        m.submodules.readout_buffer = buffer = SkidBuffer(self.out_layout)
+        wiring.connect(m, sink, buffer.i)
+        wiring.connect(m, buffer.o, wiring.flipped(self.o))
+        return sink
 
     def _check_memory(self):
         needs = {"mode": ("kk", self.mode), "banks": (2, self.banks)}

@@ -32,12 +32,12 @@ After reset both memories of every lane are cleared, one word a cycle (``i`` wai
 """
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.lib import stream
 from amaranth.lib.memory import Memory
 
 from ...common.arith import adder_tree_cut, or_tree
 from ...common.invariants import invariant
-from ...common.stream_stage import SkidBuffer, StallPipeline, pack_fields
+from ...common.stream_stage import StallPipeline, pack_fields
 
 __all__ = ["LaneMemory", "lane_histograms", "memory_stages", "STALL_FREE_EXTRA", "TARGETS",
            "ECP5_WORD_BITS"]
@@ -199,13 +199,7 @@ def lane_histograms(unit, m, platform):
         m.d.sync += written.bit_select(write["bank"], 1).eq(1)
 
     source = stream.Signature(unsigned(1)).create(path=("bins",))
-    if "readout" in cuts:
-        sink = stream.Signature(unit.out_layout).create(path=("readout",))
-        m.submodules.readout_buffer = buffer = SkidBuffer(unit.out_layout)
-        wiring.connect(m, sink, buffer.i)
-        wiring.connect(m, buffer.o, wiring.flipped(unit.o))
-    else:
-        sink = unit.o
+    sink = unit.readout_sink(m)
     readout = StallPipeline(m, source, sink, latency=readout_stages, name="readout")
     ready_next = written.bit_select(next_bank, 1)
     final_bin = pointer == bins - 1
