@@ -7,7 +7,7 @@ from ..common.checks import check_int as _check_int
 from ..common.checks import check_int_array as _int_array
 
 __all__ = ["bit_array", "float_array", "broadcast", "grouped", "expand", "safe_scale",
-           "round_to_set"]
+           "round_to_set", "TIES"]
 
 
 def bit_array(name, values):
@@ -62,9 +62,18 @@ def safe_scale(scale):
     return np.where(scale > 0, scale, 1.0)
 
 
-def round_to_set(y, values):
-    """Nearest element of the ascending 1-D ``values`` to each ``y``; ties away from zero."""
+#: How :func:`round_to_set` breaks a tie (a ``y`` exactly midway between two values).
+TIES = ("away", "down")
+
+
+def round_to_set(y, values, ties="away"):
+    """Nearest element of the ascending 1-D ``values`` to each ``y``.
+
+    ``ties``: ``"away"`` takes the neighbour farther from zero, ``"down"`` the smaller one (a
+    value in ``(mid[i-1], mid[i]]`` is ``values[i]``)."""
     mids = (values[:-1] + values[1:]) / 2
+    if ties == "down":
+        return values[np.searchsorted(mids, y, side="left")]
     idx = np.where(y >= 0, np.searchsorted(mids, y, side="right"),
                    np.searchsorted(mids, y, side="left"))
     return values[idx]

@@ -16,12 +16,13 @@ codes are in :mod:`golden.p3.pe`.
 
 Readings fixed here (the paper and the contract leave them open):
 
-* **FP8-E4M3 activations.** Per token (``axis``): ``scale = absmax / 448`` (float64), codes
-  ``float8_e4m3fn(float32(x / scale))`` with ``ml_dtypes`` (round to nearest even). The float32
-  step is explicit because ``ml_dtypes`` converts float64 through float32 anyway; it is a double
-  rounding, off the exactly-nearest code only when ``x / scale`` lies within 2^-24 relative of a
-  midpoint. ``|x / scale| <= 448 (1 + 2^-52)`` rounds to 448, so no code is NaN. An all-zero
-  token stores scale 1.0 (all codes 0).
+* **FP8-E4M3 activations.** Per token (``axis``): ``scale = absmax / 448`` (float64), codes the
+  E4M3 value nearest to the float64 ``x / scale``, ties to even, in one rounding (the quantum of
+  the value's binade, ``2^-9`` below ``2^-6``). ``ml_dtypes`` is not used for the rounding: it
+  converts float64 through float32, a double rounding that misses the nearest code when ``x /
+  scale`` lies within 2^-24 relative of a midpoint (2 of 1,048,576 random activations). ``|x /
+  scale| <= 448 (1 + 2^-52)`` rounds to 448, so no code is NaN. An all-zero token stores scale
+  1.0 (all codes 0).
 * **FP8-S0E4M4 scores.** The layout is the FP16 magnitude truncated to 8 bits: same exponent
   field and bias (15), the top 4 of the 10 mantissa bits. So ``e = e16`` for every FP16 exponent
   ``e16`` in 0..15 (FP16 subnormals, ``e16 = 0``, map to S0E4M4 subnormals with the same
@@ -40,16 +41,23 @@ Readings fixed here (the paper and the contract leave them open):
   ``sv_sel`` 0, 1 and ``absmax / 8`` for ``sv_sel`` 2, 3 (with ``absmax / 6`` the +-8 values
   could never be the nearest, so the variants would be pointless; this is also the rule of the
   BitMoD authors' public quantizer, ``qmax = max |value|`` per data type). Elements round to the
-  nearest value of the variant, ties away from zero; the variant with the least sum of squared
-  errors in real units wins, ties keep the lower ``sv_sel``. Codes: bit 3 sign, bits [2:0]
+  nearest value of the variant; a tie (an element exactly midway between two values) goes as
+  the authors' quantizer breaks it, to the smaller value (``ties="down"``: a value in
+  ``(mid[i-1], mid[i]]`` is the i-th), or away from zero with ``ties="away"`` (the round half
+  away of the FP4 baseline). The variant with the least sum of squared errors in real units
+  wins, ties keep the lower ``sv_sel`` (the authors' order and strict comparison). The authors
+  quantize in float16 tensors; this model computes in float64. Codes: bit 3 sign, bits [2:0]
   magnitude index into half units {0, 1, 2, 3, 4, 6, 8, 12}; zero is code 0, the special value
   is code 8 (0b1000). An all-zero group stores scale 1.0 and ``sv_sel`` 0.
 * **INT4 asymmetric KV** (section IV-A). Per group: ``lo = min(min(x), 0)``,
   ``hi = max(max(x), 0)``, ``scale = (hi - lo) / 15``, ``zp = clip(rint(-lo / scale), 0, 15)``,
   ``q = clip(rint(x / scale) + zp, 0, 15)`` (``rint``: half to even, as ``torch.round``).
   Widening the range to include 0 keeps ``zp`` an exact 4-bit integer; it equals P3's reference
-  quantizer whenever a group holds both signs (the usual case for a 128-element head). An
-  all-zero group stores scale 1.0, ``zp`` 0.
+  quantizer whenever a group holds both signs (the usual case for a 128-element head).
+  ``zero_in_range=False`` is the reference's reading (``lo = min(x)``, ``hi = max(x)``; a
+  single-signed group's zero point clips to 0 or 15 and so do its far values). A group with an
+  empty range (all zero; with ``False``, all equal) stores scale 1.0 (the reference clamps the
+  scale at 1e-6).
 * **Key smoothing** (section IV-A, Eq. 2): factor = per-channel ``max |K|`` over the first
   ``n_prefill`` tokens (all tokens by default); every token, prefill or decode, is divided by it,
   so decode tokens may exceed [-1, 1]. An all-zero channel gets factor 1.0.
@@ -69,6 +77,7 @@ from .checks import float_array as _float_array
 from .checks import grouped as _grouped
 from .checks import round_to_set as _round_to_set
 from .checks import safe_scale as _safe_scale
+from .checks import TIES as _TIES
 
 __all__ = [
     "ACT_E4M3", "ACT_S0E4M4", "WGT_BITMOD", "WGT_INT4",
@@ -104,9 +113,9 @@ _HALF_TO_INDEX[_HALF] = np.arange(8)
 def quantize_e4m3(x, axis=-1):
     """Quantize activations to FP8-E4M3 per token (P3-LLM section IV-D, V-B).
 
-    ``scale = absmax / 448`` along ``axis`` (float64), codes are ``ml_dtypes.float8_e4m3fn``
-    of ``float32(x / scale)`` (round to nearest even; see the module docstring for the float32
-    step). The absmax element maps to +-448.
+    ``scale = absmax / 448`` along ``axis`` (float64), codes the OCP E4M3FN value nearest to
+    the float64 ``x / scale``, ties to even, rounded once (see the module docstring). The
+    absmax element maps to +-448.
 
     Parameters
     ----------
@@ -133,9 +142,17 @@ def quantize_e4m3(x, axis=-1):
     axis = _check_int("axis", axis, -x.ndim, x.ndim - 1)
     absmax = np.max(np.abs(x), axis=axis, keepdims=True, initial=0.0)
     scales = _safe_scale(absmax / E4M3_MAX)
-    y = (x / scales).astype(np.float32)
-    codes = y.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    codes = _round_e4m3(x / scales).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     return codes, scales
+
+
+def _round_e4m3(y):
+    """``y`` (float64) rounded once to the nearest E4M3 value, ties to even, saturated at 448:
+    exact in float64 (the result converts to ``float8_e4m3fn`` without another rounding)."""
+    _, exponent = np.frexp(y)                   # |y| in [2^(exponent-1), 2^exponent)
+    quantum = np.maximum(exponent - 1, -6) - 3  # 3 mantissa bits; subnormals below 2^-6
+    magnitude = np.ldexp(np.rint(np.ldexp(np.abs(y), -quantum)), quantum)
+    return np.copysign(np.minimum(magnitude, E4M3_MAX), y)
 
 
 def decode_e4m3(codes):
@@ -240,14 +257,14 @@ def _half_to_code(half, special_half):
     return np.where(is_special, 8, code)
 
 
-def quantize_bitmod(w, group=128):
+def quantize_bitmod(w, group=128, ties="down"):
     """Quantize weights to BitMoD FP4 per group (P3-LLM section IV-C, V-B; BitMoD, HPCA 2025).
 
     For each group of ``group`` elements along the last axis and each variant ``sv_sel`` 0..3
     (special value +5, -5, +8, -8 in real units replacing negative zero): ``scale = absmax /
     Q_max`` with ``Q_max`` 6 (``sv_sel`` 0, 1) or 8 (2, 3) (Eq. 1), round ``w / scale`` to the
-    nearest value of the variant (ties away from zero), error ``sum((w - scale * q)^2)``. The
-    variant with the least error wins; ties keep the lower ``sv_sel``.
+    nearest value of the variant, error ``sum((w - scale * q)^2)``. The variant with the least
+    error wins; ties keep the lower ``sv_sel``.
 
     Parameters
     ----------
@@ -255,6 +272,9 @@ def quantize_bitmod(w, group=128):
         Finite weights; ``n`` a multiple of ``group``.
     group : int
         Group size (>= 1; the paper uses 128).
+    ties : str
+        An element exactly midway between two values of the variant: ``"down"`` the smaller
+        one (the BitMoD authors' public quantizer), ``"away"`` the one farther from zero.
 
     Returns
     -------
@@ -271,12 +291,14 @@ def quantize_bitmod(w, group=128):
     """
     w = _float_array("w", w)
     wg, group = _grouped("w", w, group)
+    if ties not in _TIES:
+        raise ValueError(f"ties must be one of {', '.join(map(repr, _TIES))}, not {ties!r}")
     absmax = np.max(np.abs(wg), axis=-1, initial=0.0)
     best_err = best_q = best_scale = None
     best_sel = np.zeros(wg.shape[:-1], np.int64)
     for sel in range(4):
         scale = _safe_scale(absmax / _bitmod_qmax(sel))
-        q = _round_to_set(wg / scale[..., None], _bitmod_values(sel))
+        q = _round_to_set(wg / scale[..., None], _bitmod_values(sel), ties)
         err = np.sum((wg - q * scale[..., None]) ** 2, axis=-1)
         if sel == 0:
             best_err, best_q, best_scale = err, q, scale
@@ -329,7 +351,7 @@ def dequantize_bitmod(codes, sv_sel, scales, group=128):
 # --- INT4 asymmetric KV cache (section IV-A) --------------------------------------------------
 
 
-def quantize_int4_asym(x, group=128):
+def quantize_int4_asym(x, group=128, zero_in_range=True):
     """Quantize to INT4 asymmetric with a 4-bit integer zero point per group (section IV-A).
 
     ``lo = min(min(x), 0)``, ``hi = max(max(x), 0)``, ``scale = (hi - lo) / 15``,
@@ -342,6 +364,11 @@ def quantize_int4_asym(x, group=128):
         Finite values; ``n`` a multiple of ``group`` (per KV head: 128, section V-B).
     group : int
         Group size (>= 1).
+    zero_in_range : bool
+        True: the range is widened to include 0, as above (``zp`` is then exact). False: P3's
+        public quantizer, ``lo = min(x)``, ``hi = max(x)``: a group of one sign gets ``zp`` 0
+        or 15 by the clip and its far values are clipped. The two agree on every group that
+        holds both signs (or a 0).
 
     Returns
     -------
@@ -356,8 +383,13 @@ def quantize_int4_asym(x, group=128):
     """
     x = _float_array("x", x)
     xg, group = _grouped("x", x, group)
-    lo = np.min(xg, axis=-1, initial=0.0)          # min(min(x), 0)
-    hi = np.max(xg, axis=-1, initial=0.0)          # max(max(x), 0)
+    if not isinstance(zero_in_range, (bool, np.bool_)):
+        raise TypeError(f"zero_in_range must be a bool, not {zero_in_range!r}")
+    if zero_in_range:
+        lo = np.min(xg, axis=-1, initial=0.0)      # min(min(x), 0)
+        hi = np.max(xg, axis=-1, initial=0.0)      # max(max(x), 0)
+    else:
+        lo, hi = np.min(xg, axis=-1), np.max(xg, axis=-1)
     scales = _safe_scale((hi - lo) / 15)
     zp = np.clip(np.rint(-lo / scales), 0, 15)
     q = np.clip(np.rint(xg / scales[..., None]) + zp[..., None], 0, 15)

@@ -141,7 +141,7 @@ def test_quantize_e4m3_is_per_token_rne_of_the_scaled_value():
     codes, scales = p3.quantize_e4m3(x)
     assert codes.dtype == np.uint8 and scales.shape == (6, 1)
     np.testing.assert_array_equal(scales[:, 0], np.abs(x).max(axis=1) / 448)
-    y = (x / scales).astype(np.float32).astype(np.float64)
+    y = x / scales
     for row in range(6):
         want = nearest_e4m3_rne(y[row])                     # values: +0 and -0 compare equal
         np.testing.assert_array_equal(p3.decode_e4m3(codes[row]), p3.decode_e4m3(want))
@@ -150,6 +150,25 @@ def test_quantize_e4m3_is_per_token_rne_of_the_scaled_value():
     top = p3.decode_e4m3(codes[np.arange(6), idx])
     np.testing.assert_array_equal(np.abs(top), 448.0)
     assert not np.isnan(p3.decode_e4m3(codes)).any()
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.0 ** -40, -(2.0 ** -40)])
+def test_quantize_e4m3_rounds_once(offset):
+    """Every midpoint between two E4M3 values, and each nudged by 2^-40 relative (a float32
+    step would land back on the midpoint and round it to even): the code is the exactly
+    nearest one (ties to even), from a token whose scale is 1."""
+    values = p3.decode_e4m3(np.arange(256))
+    finite = np.unique(values[np.isfinite(values)])
+    mids = (finite[:-1] + finite[1:]) / 2
+    mids = mids[mids != 0] * (1 + offset)
+    x = np.concatenate([[448.0], mids])
+    codes, scales = p3.quantize_e4m3(x)
+    assert scales.tolist() == [1.0]
+    want = nearest_e4m3_rne(x)
+    np.testing.assert_array_equal(p3.decode_e4m3(codes), p3.decode_e4m3(want))
+    if offset:                     # off the midpoint: the nearest is the one on its side
+        side = np.sign(offset)
+        assert (np.sign(p3.decode_e4m3(codes[1:]) - x[1:]) == side * np.sign(x[1:])).all()
 
 
 def test_quantize_e4m3_axis_and_zero_token():
@@ -237,7 +256,7 @@ def test_decode_bitmod_table():
     assert p3.decode_bitmod(8, np.arange(4)).tolist() == [10, -10, 16, -16]
 
 
-def brute_bitmod_group(x):
+def brute_bitmod_group(x, ties="down"):
     """One group: loop over the four variants and the elements (Eq. 1, ties as documented)."""
     absmax = max(abs(v) for v in x)
     best = None
@@ -251,8 +270,8 @@ def brute_bitmod_group(x):
             y = v / scale
             dist = [abs(y - c) for c in values]
             dmin = min(dist)
-            ties = [c for c, d in zip(values, dist) if d == dmin]
-            q = max(ties, key=abs)                           # ties away from zero
+            tied = [c for c, d in zip(values, dist) if d == dmin]
+            q = min(tied) if ties == "down" else max(tied, key=abs)
             qs.append(q)
             err += (v - q * scale) ** 2
         if best is None or err < best[0]:
@@ -267,18 +286,27 @@ def bitmod_code(q, sv):
     return mag | (8 if q < 0 else 0)
 
 
+@pytest.mark.parametrize("ties", ["down", "away"])
 @pytest.mark.parametrize("group", [8, 128])
-def test_quantize_bitmod_against_loop(group):
+def test_quantize_bitmod_against_loop(group, ties):
     rng = np.random.default_rng(group)
     w = rng.standard_normal((3, 4 * group))
     w = np.where(rng.random(w.shape) < 0.02, w * 8, w)
     w[1, :group] = np.rint(w[1, :group] * 2) / 2              # grid-friendly group
-    codes, sv_sel, scales = p3.quantize_bitmod(w, group)
+    # a row of values of the +-5 variants (scale 1) and a quarter of their midpoints
+    grid, mids = [0, 0.5, 1, 1.5, 2, 3, 4, 5, 6], [0.25, 0.75, 1.25, 1.75, 2.5, 3.5]
+    n = 4 * group
+    w[2] = np.where(rng.random(n) < 0.25, rng.choice(mids, n), rng.choice(grid, n))
+    w[2] *= rng.choice([-1.0, 1.0], n)
+    w[2, ::group] = 6.0
+    codes, sv_sel, scales = p3.quantize_bitmod(w, group, ties=ties)
+    other = p3.quantize_bitmod(w, group, ties="away" if ties == "down" else "down")[0]
+    assert (codes != other).any()                             # ties were met
     assert codes.shape == w.shape and sv_sel.shape == scales.shape == (3, 4)
     for r in range(3):
         for g in range(4):
             x = w[r, g * group:(g + 1) * group].tolist()
-            err, sv, scale, qs = brute_bitmod_group(x)
+            err, sv, scale, qs = brute_bitmod_group(x, ties)
             assert sv_sel[r, g] == sv and scales[r, g] == scale
             want = [bitmod_code(q, sv) for q in qs]
             assert codes[r, g * group:(g + 1) * group].tolist() == want
@@ -296,6 +324,25 @@ def variant_errors(x):
         q = values[np.abs(x[:, None] / scale - values[None, :]).argmin(axis=1)]
         errs.append(float(np.sum((x - q * scale) ** 2)))
     return errs
+
+
+@pytest.mark.parametrize("ties, want", [
+    # 6 and 5 make variant 0 (scale 1) the best; 1.25, -1.75, 0.25, -0.25 are midpoints
+    ("down", [0b0111, 0b1000, 0b0010, 0b1100, 0b0000, 0b1001, 0b0010, 0b1010]),
+    ("away", [0b0111, 0b1000, 0b0011, 0b1100, 0b0001, 0b1001, 0b0010, 0b1010]),
+])
+def test_bitmod_ties_between_values(ties, want):
+    """The authors' quantizer takes the smaller neighbour of a midpoint (1.25 -> 1, -1.75 ->
+    -2, 0.25 -> 0, -0.25 -> -0.5); ``ties="away"`` the one farther from zero."""
+    x = np.array([6.0, 5.0, 1.25, -1.75, 0.25, -0.25, 1.0, -1.0])
+    codes, sv, scales = p3.quantize_bitmod(x, 8, ties=ties)
+    assert sv.tolist() == [0] and scales.tolist() == [1.0]
+    assert codes.tolist() == want
+
+
+def test_bitmod_ties_default_is_the_authors():
+    x = np.array([6.0, 5.0, 1.25, -1.75, 0.25, -0.25, 1.0, -1.0])
+    assert (p3.quantize_bitmod(x, 8)[0] == p3.quantize_bitmod(x, 8, ties="down")[0]).all()
 
 
 def test_bitmod_ties_keep_the_earlier_variant():
@@ -334,6 +381,8 @@ def test_bitmod_zero_group():
     ({"w": np.ones(128), "group": 64.0}, TypeError, "group must be an integer"),
     ({"w": np.array([1 + 2j] * 128)}, TypeError, "w must hold real numbers"),
     ({"w": np.full(128, np.nan)}, ValueError, "w must be finite"),
+    ({"w": np.ones(128), "ties": "even"}, ValueError,
+     "ties must be one of 'away', 'down', not 'even'"),
 ])
 def test_quantize_bitmod_rejects(kwargs, exc, match):
     with pytest.raises(exc, match=match):
@@ -381,6 +430,22 @@ def test_quantize_int4_asym_hand_and_bound():
         z = min(max(round(-lo / scale), 0), 15)               # Python round: half to even
         want = [min(max(round(e / scale) + z, 0), 15) for e in v]
         assert s[r, g] == scale and zp[r, g] == z and q[r, 128 * g:128 * (g + 1)].tolist() == want
+
+
+def test_quantize_int4_asym_reference_reading():
+    """``zero_in_range=False``: P3's public quantizer (range min..max of the group, the zero
+    point and the far values clipped): a one-signed group's zero point sits at an end and its
+    values beyond 15 steps clip; groups holding both signs are the same in both readings."""
+    x = np.array([[1.0, 2.5, 4.0, 3.0], [-2.0, -0.5, -1.25, -2.0], [-1.0, 0.0, 2.0, 0.5]])
+    q, zp, s = p3.quantize_int4_asym(x, 4, zero_in_range=False)
+    assert s[:, 0].tolist() == [0.2, 0.1, 0.2] and zp[:, 0].tolist() == [0, 15, 5]
+    assert q[0].tolist() == [5, 12, 15, 15]           # 2.5 / 0.2 = 12.5 -> 12; 20 and 15 -> 15
+    assert q[1].tolist() == [0, 10, 3, 0]             # -20 + 15 clips; -5 + 15; -12 + 15
+    widened = p3.quantize_int4_asym(x, 4)
+    assert all((a[2] == b[2]).all() for a, b in zip(widened, (q, zp, s)))
+    assert p3.quantize_int4_asym(np.full(4, 3.0), 4, zero_in_range=False)[2].tolist() == [1.0]
+    with pytest.raises(TypeError, match="zero_in_range must be a bool, not 1"):
+        p3.quantize_int4_asym(x, 4, zero_in_range=1)
 
 
 def test_fp4_and_int_baselines():
