@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...common.arith import named
 from .bins import BinCounters, bin_blocks, weights_carried
-from .lanes import ECP5_WORD_BITS, STALL_FREE_EXTRA, TARGETS, lane_histograms, memory_stages
+from .lanes import ECP5_WORD_BITS, TARGETS, lane_histograms, memory_stages, stall_free_extra
 from .readout import direct_banks, pipelined_banks, single_bank
 from .spill import spill_shape
 from ...common.params import check_choice, check_int
@@ -263,7 +263,7 @@ class KllmIdxCounter(wiring.Component):
             # The readout starts the cycle after the `last` beat's write.
             self.front_stages, readout_stages = memory_stages(self.cuts)
             self.front_stages += 1
-            self.stall_free_beats += STALL_FREE_EXTRA + ("decode" in self.cuts)
+            self.stall_free_beats += stall_free_extra(self.cuts)
         else:
             self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
                                  + int(self.carry_stage))

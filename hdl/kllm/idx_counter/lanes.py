@@ -24,9 +24,9 @@ is a flip-flop gate. A bank is owed from its ``last`` beat's acceptance until th
 its readout has left the memory's output register; its readout starts the cycle after the
 ``last`` beat's write and reads a bin a cycle (``2**idx_bits`` cycles; histograms follow each
 other with no idle cycle) on the read port, and clears each bin on the write port a cycle after
-reading it. Reductions of at least ``2**idx_bits + 4`` beats stream with no stall
-(:data:`STALL_FREE_EXTRA`): the 4 cycles are the ``last`` beat's read-modify-write and the
-readout's two output registers.
+reading it. Reductions of at least ``2**idx_bits + 6`` beats stream with no stall (one more
+with the ``decode`` cut; :func:`stall_free_extra`): the ``last`` beat's 4-cycle
+read-modify-write and the readout's two output registers.
 
 After reset both memories of every lane are cleared, one word a cycle (``i`` waits).
 """
@@ -39,7 +39,7 @@ from ...common.arith import adder_tree_cut, or_tree
 from ...common.invariants import invariant
 from ...common.stream_stage import StallPipeline, pack_fields
 
-__all__ = ["LaneMemory", "lane_histograms", "memory_stages", "STALL_FREE_EXTRA", "TARGETS",
+__all__ = ["LaneMemory", "lane_histograms", "memory_stages", "stall_free_extra", "TARGETS",
            "ECP5_WORD_BITS"]
 
 #: Where the memories go: inferred (``generic``) or DP16KD instances (``ecp5``).
@@ -51,10 +51,15 @@ READ_CYCLES = 2
 #: Cycles from a beat's read to its write: the memory's two registers, a register of the word
 #: read (the route from the block RAM) and one of the word to write (the route to it).
 WRITE_CYCLES = READ_CYCLES + 2
-#: Cycles a reduction must exceed ``2**idx_bits`` beats by to stream with no stall (one more
-#: with the ``decode`` cut): the ``last`` beat's read-modify-write and the readout's output
-#: registers.
-STALL_FREE_EXTRA = WRITE_CYCLES + READ_CYCLES
+
+
+def stall_free_extra(cuts):
+    """Beats beyond ``2**idx_bits`` a reduction needs to stream with no stall at a ``pipeline``
+    depth's register ``cuts``: the counting front (:func:`memory_stages`: the ``last`` beat
+    reaches its write) and the readout's reads (:data:`READ_CYCLES`), while the other bank's
+    readout finishes."""
+    front, _ = memory_stages(cuts)
+    return front + READ_CYCLES
 
 
 def memory_stages(cuts):
