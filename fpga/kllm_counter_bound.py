@@ -41,7 +41,7 @@ from qllm_cores.hdl.kllm.idx_counter.spill import BinSpill, spill_shape
 
 from .area import Unit
 from .paper.sources import NAND2_28NM_SOURCE, TABLE_I, nand2_eq_28nm
-from .stdcell import LIBRARIES, LibraryError, find_liberty, library_facts, stdcell_job
+from .stdcell import LIBRARIES, LibraryError, facts_for, find_liberty, stdcell_job
 from .stdcell.cli import DEFAULT_LIBRARIES
 
 __all__ = ["Bound", "BinCount", "BinPopcount", "DrainPort", "OneHotDecoder",
@@ -324,7 +324,7 @@ def bound(bins_list, inputs: int, length: int, libraries, build_dir: Path,
         mac_eq = run(mac)
         blocks = {name: run(unit) for name, unit in shared.items()}
         by_width = {width: run(unit) for width, unit in widths.items()}
-        facts = library_facts(find_liberty(library))
+        facts = facts_for(find_liberty(library))
         cells = {kind: facts.smallest(kind, LIBRARIES[library].dont_use)[1] / facts.nand2_area
                  for kind in ("latch", "flop")}
         for bins in bins_list:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from qllm_cores.fpga.area import find_units
-from qllm_cores.fpga.stdcell import (LIBRARIES, LibraryError, find_liberty, library_facts,
-    stdcell_synth)
+from qllm_cores.fpga.stdcell import (LIBRARIES, LibraryError, facts_for, find_liberty,
+                                     library_facts, stdcell_synth)
 from qllm_cores.fpga.stdcell.cli import main as stdcell_main
 from qllm_cores.gen.verilog import generate
 
@@ -65,7 +65,7 @@ def test_three_units_map_on_every_library(unit, library, verilog, tmp_path, pdk_
     [found] = find_units(verilog, [unit])
     files = find_liberty(library, pdk_root)
     result = stdcell_synth(found.verilog, found.top, library, tmp_path, liberty=files)
-    facts = library_facts(files)
+    facts = facts_for(files)
     text = (tmp_path / "area.json").read_text()
     stat = json.loads(text[text.index("{"):])          # (after Yosys's "Found gzip" line)
     cells = next(iter(stat["modules"].values()))["num_cells_by_type"]

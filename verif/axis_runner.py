@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from .runner import BenchFailure, build_unit
+from .runner import BenchFailure, bench_environment, build_unit
 
 __all__ = ["build_axis_unit", "run_axis_bench", "TEST_MODULE"]
 
@@ -50,10 +50,11 @@ def run_axis_bench(unit, params=None, *, config=None, beats=64, valid_probabilit
     results, metrics_file, log = (test_dir / "results.xml", test_dir / "metrics.json",
                                   test_dir / "sim.log")
     metrics_file.unlink(missing_ok=True)
-    env = {"QLLM_MANIFEST": str(build_dir / "rtl" / f"{manifest['top']}.json"),
-           "QLLM_METRICS": str(metrics_file), "QLLM_AXIS_BEATS": str(beats),
-           "QLLM_AXIS_VALID": str(valid_probability), "QLLM_AXIS_READY": str(ready_probability),
-           "QLLM_AXIS_WRONG_MODEL": "1" if wrong_model else "0"}
+    env = bench_environment({
+        "QLLM_MANIFEST": build_dir / "rtl" / f"{manifest['top']}.json",
+        "QLLM_METRICS": metrics_file, "QLLM_AXIS_BEATS": beats,
+        "QLLM_AXIS_VALID": valid_probability, "QLLM_AXIS_READY": ready_probability,
+        "QLLM_AXIS_WRONG_MODEL": "1" if wrong_model else "0"})
     try:
         runner.test(log_file=log, test_module=TEST_MODULE, hdl_toplevel=manifest["top"],
                     build_dir=build_dir, test_dir=test_dir, seed=seed, extra_env=env,

@@ -12,10 +12,11 @@ directory, so the object depends only on the source, the compiler and the comman
 form the key (with the source's bytes and the compiler's size and mtime). Everything else (the
 design's own C++, cocotb's ``verilator.cpp``, which includes ``Vtop.h``) is passed through. A
 miss compiles and stores the object and its ``-MMD`` dependency file atomically (safe with
-parallel builds); a hit copies them. The cache lives in ``$QLLM_OBJCACHE``; without it the
-wrapper only runs the command.
+parallel builds, which compile a key once: the others wait for it); a hit copies them. The
+cache lives in ``$QLLM_OBJCACHE``; without it the wrapper only runs the command.
 """
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -58,25 +59,39 @@ def main(argv):
     if target is None:
         return subprocess.call(argv)
     source, output = target
-    entry = Path(cache) / cache_key(argv, source)
+    key = cache_key(argv, source)
+    entry = Path(cache) / key
     depfile = Path(output).with_suffix(".d")
-    if (entry / "object").is_file():
-        shutil.copyfile(entry / "object", output)
-        if (entry / "depend").is_file():
-            shutil.copyfile(entry / "depend", depfile)
+    if _copy_out(entry, output, depfile):
         return 0
-    status = subprocess.call(argv)
-    if status == 0:
-        Path(cache).mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=cache, prefix=".staging-"))
-        shutil.copyfile(output, staging / "object")
-        if depfile.is_file():
-            shutil.copyfile(depfile, staging / "depend")
-        try:
-            staging.rename(entry)          # atomic; another build may have stored it first
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    # One compile of a key at a time: parallel builds (pytest-xdist workers) that miss the
+    # same object wait for the first instead of compiling it again.
+    with open(Path(cache) / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _copy_out(entry, output, depfile):
+            return 0
+        status = subprocess.call(argv)
+        if status == 0:
+            staging = Path(tempfile.mkdtemp(dir=cache, prefix=".staging-"))
+            shutil.copyfile(output, staging / "object")
+            if depfile.is_file():
+                shutil.copyfile(depfile, staging / "depend")
+            try:
+                staging.rename(entry)      # atomic; another build may have stored it first
+            except OSError:
+                shutil.rmtree(staging, ignore_errors=True)
     return status
+
+
+def _copy_out(entry, output, depfile):
+    """Copy a stored object (and its dependency file) to ``output``; False on a miss."""
+    if not (entry / "object").is_file():
+        return False
+    shutil.copyfile(entry / "object", output)
+    if (entry / "depend").is_file():
+        shutil.copyfile(entry / "depend", depfile)
+    return True
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["ROOT", "tool_environment", "build_unit", "run_testbench", "replay", "BenchFailure",
-           "primitive_models", "locked"]
+           "primitive_models", "locked", "bench_environment"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Build folder of the benches: ``$QLLM_BUILD``, else ``build`` in the working directory
@@ -78,6 +78,23 @@ def tool_environment():
     venv_bin = str(Path(sys.executable).parent)
     if os.environ["PATH"].split(os.pathsep)[0] != venv_bin:
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ["PATH"]
+
+
+#: The files whose ``assert`` statements cocotb rewrites for its failure messages (pytest's
+#: assertion rewriting, ``COCOTB_REWRITE_ASSERTION_FILES``): the benches and their stream
+#: drivers. cocotb's default, every imported ``.py`` file (NumPy and ml_dtypes included), costs
+#: about a second at each simulator start.
+BENCH_FILES = "tb_*.py bench.py axis_bench.py stream.py chunks.py orizuru_sim.py"
+
+
+def bench_environment(extra=None):
+    """The environment a cocotb bench runs with: ``extra`` (string values), and
+    ``COCOTB_REWRITE_ASSERTION_FILES`` limited to :data:`BENCH_FILES` unless already set."""
+    env = {}
+    if "COCOTB_REWRITE_ASSERTION_FILES" not in os.environ:
+        env["COCOTB_REWRITE_ASSERTION_FILES"] = BENCH_FILES
+    env.update({key: str(value) for key, value in (extra or {}).items()})
+    return env
 
 
 def _simulator(sim):
@@ -229,6 +246,22 @@ def edit_site(text, pattern, replacement, *, sites=1):
     return compiled.sub(replacement, text)
 
 
+#: The Verilog this process has generated, by (unit, parameters, folder, axis): a process
+#: (a pytest-xdist worker) runs many tests of one configuration; its Verilog is generated once.
+_GENERATED = {}
+
+
+def _generated(unit, resolved, rtl_dir, axis):
+    """:func:`gen.generate` of the configuration into ``rtl_dir``, once per process."""
+    from qllm_cores.gen import generate
+
+    key = (unit, json.dumps(resolved, sort_keys=True, default=str), str(rtl_dir), axis)
+    verilog = _GENERATED.get(key)
+    if verilog is None or not verilog.is_file() or not verilog.with_suffix(".json").is_file():
+        verilog = _GENERATED[key] = generate(unit, resolved, rtl_dir, axis=axis)
+    return verilog
+
+
 def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation=None,
                cxx_opt=None, axis=False):
     """Generate and compile one unit configuration; return ``(runner, build_dir, manifest)``.
@@ -244,7 +277,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     """
     from cocotb_tools.runner import get_runner
 
-    from qllm_cores.gen import generate, resolve_params
+    from qllm_cores.gen import resolve_params
 
     sim = _simulator(sim)
     waves = _waves(waves)
@@ -261,7 +294,7 @@ def build_unit(unit, params=None, *, config=None, sim=None, waves=None, mutation
     ports_only = sim == "verilator" and not axis
     runner = _ports_only_verilator() if ports_only else get_runner(sim)
     with locked(build_dir.with_suffix(".lock")):
-        verilog = generate(unit, resolved, build_dir / "rtl", axis=axis)
+        verilog = _generated(unit, resolved, build_dir / "rtl", axis)
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         sources = [*primitive_models(manifest), verilog]
         if ports_only:
@@ -354,11 +387,8 @@ def run_testbench(unit, params=None, *, config=None, testcase=None, seed=None, s
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
     metrics_file = test_dir / "metrics.json"
-    env = {
-        "QLLM_MANIFEST": str(build_dir / "rtl" / f"{unit}.json"),
-        "QLLM_METRICS": str(metrics_file),
-    }
-    env.update({key: str(value) for key, value in (extra_env or {}).items()})
+    env = bench_environment({"QLLM_MANIFEST": build_dir / "rtl" / f"{unit}.json",
+                             "QLLM_METRICS": metrics_file, **(extra_env or {})})
     sim_log = test_dir / "sim.log"
     try:
         with _waves_environment(waves):

@@ -6,8 +6,8 @@ and returns its area (um^2, NAND2-equivalents, flip-flop share) and an estimated
 :mod:`~fpga.stdcell.run` is the Yosys process itself.
 """
 
-from .flow import StdcellError, StdcellResult, stdcell_job, stdcell_synth
+from .flow import StdcellError, StdcellResult, facts_for, stdcell_job, stdcell_synth
 from .liberty import LIBRARIES, LibraryError, find_liberty, library_facts
 
-__all__ = ["LIBRARIES", "LibraryError", "StdcellError", "StdcellResult", "find_liberty",
-           "library_facts", "stdcell_job", "stdcell_synth"]
+__all__ = ["LIBRARIES", "LibraryError", "StdcellError", "StdcellResult", "facts_for",
+           "find_liberty", "library_facts", "stdcell_job", "stdcell_synth"]

@@ -74,10 +74,11 @@ RUNNER = Path(__file__).resolve().with_name("run.py")
 
 
 def facts_for(liberty):
-    """The parsed facts of the Liberty files ``liberty`` (cached per process)."""
-    key = tuple(str(path) for path in liberty)
+    """The parsed facts of the Liberty files ``liberty`` (:func:`library_facts`, parsed once
+    per process: a library takes seconds to read)."""
+    key = tuple(str(Path(path).resolve()) for path in liberty)
     if key not in _FACTS:
-        _FACTS[key] = library_facts(liberty)
+        _FACTS[key] = library_facts(key)
     return _FACTS[key]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qllm_cores.verif.__main__ import lint_file
-from qllm_cores.verif.runner import BUILD, ROOT, tool_environment
+from qllm_cores.verif.runner import BUILD, ROOT, bench_environment, tool_environment
 
 MODEL = ROOT / "verif" / "models" / "DSP48E2.v"
 HARNESS_TOP = "dsp48e2_model_harness"
@@ -134,7 +134,7 @@ def _run_bench(breg, seed):
     test_dir = build_dir / "runs" / f"seed{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
-    env = {"QLLM_DSP_BREG": str(breg)}
+    env = bench_environment({"QLLM_DSP_BREG": breg})
     try:
         runner.test(test_module="qllm_cores.verif.accllm.tb_dsp48e2_model",
                     hdl_toplevel=HARNESS_TOP, build_dir=build_dir, test_dir=test_dir, seed=seed,

@@ -3,7 +3,6 @@
 """orizuru_sortnet: parameters, the comparator network, every pipeline depth, benches,
 mutation."""
 
-import itertools
 
 import numpy as np
 import pytest
@@ -50,9 +49,34 @@ def test_network_selects_on_every_zero_one_input(n, k):
     """The 0-1 principle: a comparator network that puts the k smallest and the k largest,
     sorted, on its outputs for every 0/1 input does so for every input."""
     network = selection_network(n, k)
-    for bits in itertools.product((0, 1), repeat=n):
-        ordered = sorted(bits)
-        assert network.evaluate(bits) == (ordered[:k], ordered[-k:]), bits
+    rows = _zero_one_rows(n)
+    ordered = np.sort(rows, axis=1)
+    bottom, top = _evaluate_rows(network, rows)
+    assert (bottom == ordered[:, :k]).all() and (top == ordered[:, n - k:]).all()
+    # (the row evaluation is the network's own on single inputs)
+    for bits in rows[::max(1, len(rows) // 64)].tolist():
+        assert network.evaluate(bits) == (sorted(bits)[:k], sorted(bits)[n - k:]), bits
+
+
+def _zero_one_rows(n):
+    """Every 0/1 input of ``n`` lanes, one per row."""
+    return ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(np.int64)
+
+
+def _evaluate_rows(network, rows):
+    """``network.evaluate`` on every row of the 2-D array ``rows`` at once: ``(bottom, top)``,
+    arrays with one result per row."""
+    value = dict(enumerate(rows.T))
+    for a, b, low, high in network.comparators:
+        value[low], value[high] = np.minimum(value[a], value[b]), np.maximum(value[a], value[b])
+    return _columns(value, network.bottom, rows), _columns(value, network.top, rows)
+
+
+def _columns(value, symbols, rows):
+    """The ``symbols``' values (one column each, a row per row of ``rows``)."""
+    if not symbols:
+        return np.empty((len(rows), 0), rows.dtype)
+    return np.stack([value[s] for s in symbols], axis=1)
 
 
 @pytest.mark.parametrize("n,k", [(32, 3), (64, 4), (128, 128)])
@@ -76,29 +100,32 @@ def test_comparator_count_and_depth(n, k, comparators, depth):
     assert (dut.comparators, dut.depth) == (comparators, depth)
 
 
-def _evaluate_blocks(blocks, values, full_outputs=None):
-    """Apply :func:`selection_blocks`' networks to ``values`` the way the unit wires them:
-    a first-level block per group of lanes, then one per pair of blocks below; a block with
-    ``full_outputs`` (the unit's plan, :func:`full_merge_outputs`) is the full merge of its
-    inputs, those of its outputs kept. Returns the root's ``(smallest k, largest k)``."""
+def _evaluate_blocks(blocks, rows, full_outputs=None):
+    """Apply :func:`selection_blocks`' networks to every row of ``rows`` (a 2-D array, one
+    input per row) the way the unit wires them: a first-level block per group of lanes, then
+    one per pair of blocks below; a block with ``full_outputs`` (the unit's plan,
+    :func:`full_merge_outputs`) is the full merge of its inputs, those of its outputs kept.
+    Returns the root's ``(smallest k, largest k)``, arrays with one result per row."""
     full_outputs = full_outputs or [None] * len(blocks)
     lanes, first = blocks[0]
     groups = []
-    for start in range(0, len(values), lanes):
-        bottom, top = first.evaluate(values[start:start + lanes])
+    for start in range(0, rows.shape[1], lanes):
+        bottom, top = _evaluate_rows(first, rows[:, start:start + lanes])
         groups.append(_block_outputs(first, bottom, top))
     for (size, network), kept in zip(blocks[1:], full_outputs[1:]):
         results = []
         for j in range(0, len(groups), 2):
+            pair = np.concatenate([groups[j], groups[j + 1]], axis=1)
             if kept is None:
-                bottom, top = network.evaluate(groups[j] + groups[j + 1])
+                bottom, top = _evaluate_rows(network, pair)
                 results.append(_block_outputs(network, bottom, top))
             else:
-                merged, _ = full_merge_network(size // 2).evaluate(groups[j] + groups[j + 1])
-                results.append([merged[p] for p in kept])
+                merged, _ = _evaluate_rows(full_merge_network(size // 2), pair)
+                results.append(merged[:, list(kept)])
         groups = results
-    root = dict(zip(_outputs_of(blocks[-1][1]), groups[0]))
-    return ([root[s] for s in blocks[-1][1].bottom], [root[s] for s in blocks[-1][1].top])
+    root = blocks[-1][1]
+    value = dict(zip(_outputs_of(root), groups[0].T))
+    return _columns(value, root.bottom, rows), _columns(value, root.top, rows)
 
 
 def _outputs_of(network):
@@ -106,10 +133,22 @@ def _outputs_of(network):
 
 
 def _block_outputs(network, bottom, top):
-    """A block's output values in port order: its distinct output symbols, the bottom list's
-    then the top list's new ones (how a parent block sees them)."""
-    value = dict(zip(network.bottom, bottom)) | dict(zip(network.top, top))
-    return [value[s] for s in _outputs_of(network)]
+    """A block's output values in port order (columns): its distinct output symbols, the
+    bottom list's then the top list's new ones (how a parent block sees them)."""
+    value = dict(zip(network.bottom, bottom.T)) | dict(zip(network.top, top.T))
+    return np.stack([value[s] for s in _outputs_of(network)], axis=1)
+
+
+def _assert_selects(result, rows, k):
+    """``result`` (bottom, top) holds each row's k smallest and k largest, ascending."""
+    ordered = np.sort(rows, axis=1)
+    bottom, top = result
+    assert (bottom == ordered[:, :k]).all() and (top == ordered[:, rows.shape[1] - k:]).all()
+
+
+def _random_rows(n, count, rng):
+    """``count`` rows of ``n`` distinct values."""
+    return np.stack([rng.permutation(4 * n)[:n] for _ in range(count)]).astype(np.int64)
 
 
 @pytest.mark.parametrize("n,k,lanes", [(16, 2, 4), (16, 5, 2), (32, 3, 8), (16, 16, 4),
@@ -124,15 +163,11 @@ def test_blocks_are_the_flat_network(n, k, lanes):
     assert blocks[-1][0] == n
     assert sum(len(net.comparators) * n // size for size, net in blocks) == len(flat.comparators)
     assert sum(net.depth for _, net in blocks) == flat.depth
-    rng = np.random.default_rng(n * k + lanes)
-    for _ in range(30):
-        values = [int(v) for v in rng.permutation(4 * n)[:n]]
-        ordered = sorted(values)
-        assert _evaluate_blocks(blocks, values) == (ordered[:k], ordered[-k:])
+    rows = _random_rows(n, 30, np.random.default_rng(n * k + lanes))
+    _assert_selects(_evaluate_blocks(blocks, rows), rows, k)
     if n == 16:
-        for bits in itertools.product((0, 1), repeat=n):
-            ordered = sorted(bits)
-            assert _evaluate_blocks(blocks, list(bits)) == (ordered[:k], ordered[-k:])
+        rows = _zero_one_rows(n)
+        _assert_selects(_evaluate_blocks(blocks, rows), rows, k)
 
 
 def _is_full_merge(network):
@@ -162,13 +197,10 @@ def test_merges_built_as_full_merges(n, k, lanes):
             assert full.depth == network.depth
             assert len(full.comparators) <= FULL_MERGE_SLACK * len(network.comparators)
     assert dut.comparators >= len(dut.network.comparators) - 1   # k = 511: one fewer
-    inputs = ([list(bits) for bits in itertools.product((0, 1), repeat=n)] if n <= 16 else [])
-    rng = np.random.default_rng(n + k)
-    inputs += [[int(v) for v in rng.permutation(4 * n)[:n]] for _ in range(20)]
-    for values in inputs:
-        ordered = sorted(values)
-        assert _evaluate_blocks(dut.blocks, values, dut._full_outputs) == (ordered[:k],
-                                                                          ordered[-k:])
+    rows = _random_rows(n, 20, np.random.default_rng(n + k))
+    if n <= 16:
+        rows = np.concatenate([_zero_one_rows(n), rows])
+    _assert_selects(_evaluate_blocks(dut.blocks, rows, dut._full_outputs), rows, k)
 
 
 def test_blocks_only_above_block_lanes():
