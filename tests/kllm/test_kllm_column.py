@@ -103,12 +103,15 @@ BENCH_CONFIGS = [
     pytest.param(None, {"mode": "ik", "a_bits": 2, "weight_bits": 3, "n_inputs": 5,
                         "max_len": 16, "pipeline": 0}, 300,
                  id="ik-4bins-5in-maxlen16-pipeline0"),
-    # The counter's per-lane histograms in memory (kk): at the lowest depth with small
-    # counters, and at KLLM-A4 on ECP5 block RAMs (DP16KD model), the default depth.
+    # The counter's per-lane histograms in memory (kk), with small counters: inferred at the
+    # lowest depth, on ECP5 block RAMs (DP16KD model) at the default depth; and at KLLM-A4 on
+    # ECP5 (make test-large; make test benches the counter alone there).
     pytest.param(None, {"a_bits": 2, "b_bits": 2, "max_len": 40, "counts": "memory",
                         "pipeline": 0}, 300, id="kk-16bins-maxlen40-memory-pipeline0"),
+    pytest.param(None, {"a_bits": 2, "b_bits": 2, "max_len": 40, "counts": "memory",
+                        "target": "ecp5"}, 300, id="kk-16bins-maxlen40-memory-ecp5"),
     pytest.param("kllm-a4", {"counts": "memory", "target": "ecp5"}, 40,
-                 id="kllm-a4-memory-ecp5"),
+                 marks=pytest.mark.large, id="kllm-a4-memory-ecp5"),
 ]
 
 

@@ -171,9 +171,10 @@ BENCH_CONFIGS = [
     pytest.param({"counts": "spill"}, 40, marks=pytest.mark.large, id="kllm-a4-spill"),
     pytest.param(SPILL_PARAMS, 300, id="spill-5in-64bins"),
     pytest.param({**SPILL_PARAMS, "pipeline": 0}, 300, id="spill-5in-64bins-pipeline0"),
-    # Per-lane histograms in memory: the paper configuration, and 8 bins x 5 lanes at the
-    # lowest, an intermediate and the default depth.
-    pytest.param({"counts": "memory"}, 40, id="kllm-a4-memory"),
+    # Per-lane histograms in memory: the paper configuration (inferred memories in make
+    # test-large; DP16KD in make test), and 8 bins x 5 lanes at the lowest, an intermediate
+    # and the default depth.
+    pytest.param({"counts": "memory"}, 40, marks=pytest.mark.large, id="kllm-a4-memory"),
     # The same on ECP5 block RAMs (DP16KD instances, simulated with verif/models/DP16KD.v).
     pytest.param({"counts": "memory", "target": "ecp5"}, 40, id="kllm-a4-memory-ecp5"),
     pytest.param({**MEMORY_PARAMS, "target": "ecp5", "pipeline": 0}, 300,
