@@ -198,10 +198,16 @@ def lane_histograms(unit, m, platform):
     reading = Signal()             # the readout reads bins of `reading_bank`
     reading_bank = Signal()
     next_bank = Signal()           # the bank the next readout reads
-    owned = Signal(2)              # per bank: the readout drives its read port
+    # Per bank: the readout drives its read port, from the write of the histogram's `last`
+    # beat (nothing counts into the bank after it) until the final bin leaves the output
+    # register. A flip-flop: it selects every lane's read address (a net of 16 x 10 loads at
+    # KLLM-A4), so nothing computes in front of it. While another bank is read out, the port
+    # reads that readout's bins unused; the bank's own readout begins at bin 0.
+    driven = Signal(2)
     pointer = Signal(range(bins), name="readout_pointer")
     with m.If(write["last"]):
-        m.d.sync += written.bit_select(write["bank"], 1).eq(1)
+        m.d.sync += [written.bit_select(write["bank"], 1).eq(1),
+                     driven.bit_select(write["bank"], 1).eq(1)]
 
     source = stream.Signature(unsigned(1)).create(path=("bins",))
     sink = unit.readout_sink(m)
@@ -221,11 +227,8 @@ def lane_histograms(unit, m, platform):
     with m.If(starting & (~reading | fire)):
         m.d.sync += [
             reading.eq(1), reading_bank.eq(next_bank), next_bank.eq(~next_bank),
-            written.bit_select(next_bank, 1).eq(0), owned.bit_select(next_bank, 1).eq(1),
+            written.bit_select(next_bank, 1).eq(0),
         ]
-    # The readout drives a bank's read port from the start of its readout (an idle readout
-    # reads bin 0 in the cycle it starts) until the final bin leaves the output register.
-    driven = owned | Mux(~reading & ready_next, Cat(~next_bank, next_bank), 0)
     read_bank = readout.stage(current, name="read_bank")
     read_final = readout.stage(final_bin, name="read_final")
     out_bank = readout.stage(read_bank, name="out_bank")
@@ -235,7 +238,7 @@ def lane_histograms(unit, m, platform):
     # The final bin leaves the output register: the bank is free for counting.
     leaves = readout.beat[1] & out_final & readout.ce
     with m.If(leaves):
-        m.d.sync += [owed.bit_select(out_bank, 1).eq(0), owned.bit_select(out_bank, 1).eq(0)]
+        m.d.sync += [owed.bit_select(out_bank, 1).eq(0), driven.bit_select(out_bank, 1).eq(0)]
     with m.If(accepted & payload.last):
         m.d.sync += owed.bit_select(in_bank, 1).eq(1)
 
@@ -329,5 +332,7 @@ def lane_histograms(unit, m, platform):
     m.d.comb += sink.payload.eq(pack_fields(unit.out_layout, fields))
 
     invariant(m, platform, ~clearing | ~(owed.any() | reading | written.any()),
-              ~reading | owned.bit_select(reading_bank, 1),
+              ~reading | driven.bit_select(reading_bank, 1),
+              (written & ~driven) == 0,
+              ~(leaves & write["last"] & (out_bank == write["bank"])),
               name="lanes_invariant")
