@@ -23,8 +23,8 @@ is accepted only while its bank is not ``owed`` (its previous histogram read out
 is a flip-flop gate. A bank is owed from its ``last`` beat's acceptance until the final bin of
 its readout has left the memory's output register; its readout starts the cycle after the
 ``last`` beat's write and reads a bin a cycle (``2**idx_bits`` cycles; histograms follow each
-other with no idle cycle) on the read port, and clears each bin on the write port a cycle after
-reading it. Reductions of at least ``2**idx_bits + 6`` beats stream with no stall (one more
+other with no idle cycle) on the read port, and clears each bin on the write port two cycles
+after reading it. Reductions of at least ``2**idx_bits + 6`` beats stream with no stall (one more
 with the ``decode`` cut; :func:`stall_free_extra`): the ``last`` beat's 4-cycle
 read-modify-write and the readout's two output registers.
 
@@ -233,8 +233,14 @@ def lane_histograms(unit, m, platform):
     read_final = readout.stage(final_bin, name="read_final")
     out_bank = readout.stage(read_bank, name="out_bank")
     out_final = readout.stage(read_final, name="out_final")
-    # Each bin read is cleared on the write port in the next cycle (the write ports' inputs
-    # are registers, below).
+    # Each bin read is cleared on the write port two cycles later: which bin of which bank was
+    # read is registered once (`clear`), then loads the write ports' input registers (below),
+    # so no readout logic sits in front of the 2 x n write enables. The bank is freed when the
+    # final bin leaves the output register, the cycle of that bin's clear.
+    clear = Signal(name="clear")
+    clear_bank = Signal(name="clear_bank")
+    clear_addr = Signal(range(bins), name="clear_addr")
+    m.d.sync += [clear.eq(fire), clear_bank.eq(current), clear_addr.eq(pointer)]
     # The final bin leaves the output register: the bank is free for counting.
     leaves = readout.beat[1] & out_final & readout.ce
     with m.If(leaves):
@@ -288,12 +294,12 @@ def lane_histograms(unit, m, platform):
             # cycle ahead: the count of the beat at `loaded` (written with its new word in the
             # next cycle), the clear of the bin being read, the sweep after reset.
             counts = loaded["en"][j] & (loaded["bank"] == b)
-            clears = fire & (current == b)
+            clears = clear & (clear_bank == b)
             write_addr = Signal(range(bins), name=f"lane{j}_bank{b}_waddr", reset_less=True)
             write_en = Signal(name=f"lane{j}_bank{b}_wen")
             write_count = Signal(name=f"lane{j}_bank{b}_wcount")
             m.d.sync += [
-                write_addr.eq(Mux(clearing, clear_ptr, Mux(counts, lane(loaded, j), pointer))),
+                write_addr.eq(Mux(clearing, clear_ptr, Mux(counts, lane(loaded, j), clear_addr))),
                 write_en.eq(clearing | counts | clears),
                 write_count.eq(counts),
             ]
