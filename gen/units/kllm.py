@@ -61,8 +61,10 @@ SPECS = (
         testbench="qllm_cores.verif.kllm.tb_idx_counter",
         golden="qllm_cores.golden.kllm.beats:kllm_idx_counter",
         doc="docs/units/kllm_idx_counter.md",
-        # KLLM's two configurations, W4A4 and W4A3, both placed on the ECP5 25F.
-        report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3")),
+        # KLLM's two configurations, W4A4 and W4A3, both placed on the ECP5 25F; W4A4 also with
+        # its per-lane histograms in ECP5 block RAM (ECP5 only).
+        report=(ReportConfig("kllm-a4"), ReportConfig("kllm-a3"),
+                ReportConfig("kllm-a4", overrides=(("counts", "memory"), ("target", "ecp5")))),
         benchmark="qllm_cores.verif.benchmarks:counter_table",
         result="index",
         rate=lambda p: p["n_inputs"],
@@ -88,11 +90,11 @@ SPECS = (
         doc="docs/units/kllm_column.md",
         # KLLM's two kk configurations and the integer x K-Means one; kllm-a4 is placed on
         # the ECP5 85F: it fills 97 % of the 25F's LUTs and did not route there in the
-        # flow's 1,200 s (docs/units/kllm_column.md). (Its counter in ECP5 block RAM,
-        # counts="memory", target="ecp5", fits the 25F: measured with `qllm fmax`, not yet a
-        # report row.)
+        # flow's 1,200 s (docs/units/kllm_column.md). On ECP5 the W4A4 column fits the 25F
+        # with its counter's per-lane histograms in block RAM (ECP5 only).
         report=(ReportConfig("kllm-a4", fmax_skip=("ecp5",)), ReportConfig("kllm-a3"),
-                ReportConfig("kllm-ik-a4")),
+                ReportConfig("kllm-ik-a4"),
+                ReportConfig("kllm-a4", overrides=(("counts", "memory"), ("target", "ecp5")))),
         summary="KLLM index-based MatMul column: Concat, counter, FP32 codebook weighted sum",
         result="MAC",
         rate=lambda p: p["n_inputs"],
