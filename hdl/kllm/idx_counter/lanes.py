@@ -292,7 +292,8 @@ def lane_histograms(unit, m, platform):
         for b, memory in enumerate(memories):
             # The write port's address, enable and choice of word are registers, decided a
             # cycle ahead: the count of the beat at `loaded` (written with its new word in the
-            # next cycle), the clear of the bin being read, the sweep after reset.
+            # next cycle), the clear of the bin read a cycle earlier (`clear`), the sweep after
+            # reset.
             counts = loaded["en"][j] & (loaded["bank"] == b)
             clears = clear & (clear_bank == b)
             write_addr = Signal(range(bins), name=f"lane{j}_bank{b}_waddr", reset_less=True)
