@@ -5,9 +5,14 @@ The fresh venv borrows the project venv's third-party packages through a ``.pth`
 ``site-packages`` becomes a plain path entry, so the editable install's finder there is not
 loaded) and gets the wheel itself with ``pip install --no-deps --no-index``: offline, and the
 only ``qllm_cores`` it can import is the wheel's.
+
+The wheel is built from a private copy of the sources: setuptools writes ``build/`` and
+``*.egg-info`` beside the sources it builds, and under ``--dist worksteal`` two workers may run
+this module's fixture at once (two builds in one tree collided in a clean-clone ``make test``).
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -31,8 +36,11 @@ def _run(command, cwd, env=None, timeout=900):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("wheel")
+    sources = base / "src"
+    shutil.copytree(ROOT, sources, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"))
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-          "-w", str(base / "dist"), str(ROOT)], cwd=base)
+          "-w", str(base / "dist"), str(sources)], cwd=base)
     wheel, = (base / "dist").glob("qllm_cores-*.whl")
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=base)
