@@ -1,4 +1,12 @@
-"""qllm counter-bound: the KLLM counter's blocks at its described structure, on sky130."""
+"""qllm counter-bound: the KLLM counter's blocks at its described structure, on sky130.
+
+Both tests map the same configuration into one build folder shared by the session's xdist
+workers, one at a time: the second reads the first's standard-cell results from the flow's
+cache (half of each run is the FP16 MAC), so the command is checked on what the blocks test
+mapped."""
+
+import fcntl
+import os
 
 import pytest
 
@@ -22,10 +30,37 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, messag
     assert not (tmp_path / "b").exists()
 
 
-def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatch, pdk_root):
-    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
-    small, large = bound([4, 16], inputs=4, length=100, libraries=["sky130"],
-                         build_dir=tmp_path)
+@pytest.fixture(scope="session")
+def shared_build(tmp_path_factory, pdk_root):
+    """A build folder common to the xdist workers, to use under its lock (which also sets
+    ``PDK_ROOT`` for the duration)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                       # <session>/popen-gwN -> <session>
+    folder = base / "counter-bound-shared"
+    folder.mkdir(exist_ok=True)
+
+    class Lock:
+        def __enter__(self):
+            self.file = open(base / "counter-bound-shared.lock", "w")
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+            self.saved = os.environ.get("PDK_ROOT")
+            os.environ["PDK_ROOT"] = str(pdk_root)
+            return folder
+
+        def __exit__(self, *exc):
+            if self.saved is None:
+                del os.environ["PDK_ROOT"]
+            else:
+                os.environ["PDK_ROOT"] = self.saved
+            self.file.close()
+    return Lock()
+
+
+def test_blocks_hold_their_registers_and_grow_with_the_bins(shared_build):
+    with shared_build as folder:
+        small, large = bound([4, 16], inputs=4, length=100, libraries=["sky130"],
+                             build_dir=folder)
     count_bits = 7                                  # 0..100
     for b in (small, large):
         # every count bit is a flip-flop in the bin and in its readout word, plus logic
@@ -72,10 +107,10 @@ def test_blocks_hold_their_registers_and_grow_with_the_bins(tmp_path, monkeypatc
     assert outside[1] == pytest.approx(4 * small.decoder + 4 * small.popcount)
 
 
-def test_the_table_names_table_i_and_its_28nm_gate(tmp_path, monkeypatch, pdk_root, capsys):
-    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
-    assert main(["--bins", "4", "--inputs", "2", "--length", "8", "--library", "sky130",
-                 "--build-dir", str(tmp_path)]) == 0
+def test_the_table_names_table_i_and_its_28nm_gate(shared_build, capsys):
+    with shared_build as folder:
+        assert main(["--bins", "4", "--inputs", "4", "--length", "100", "--library", "sky130",
+                     "--build-dir", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "| 4 | sky130 |" in out
     assert "| KLLM Table I | 28 nm | | | | 17,283 (8,469 um^2) | | 2.99 | 5.34 |" in out
