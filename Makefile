@@ -141,7 +141,7 @@ paper-numbers: $(STAMP)
 
 # Perplexity of SmolLM2-135M (golden/llm) on held-out reference-manual text, float and every
 # quantization scheme of the four papers, beside the papers' claims (build/model-report/:
-# model-report.md, .csv, .png; docs/llm.md). 7 min on 2 shared cores.
+# model-report.md, .csv, .png; docs/llm.md). About 2 min on 2 idle cores.
 model-report: $(STAMP)
 	$(QLLM) model-report
 

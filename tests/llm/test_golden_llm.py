@@ -7,9 +7,13 @@ causal decoder: causality, RoPE's rotation and relative-position invariance, GQA
 sharing, softmax rows summing to 1, and a perplexity range of a 135M-parameter model on English.
 """
 
+import hashlib
 import importlib.util
 import math
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -300,3 +304,32 @@ def test_bad_tokens(small):
         small.logits([49152])
     with pytest.raises(TypeError, match="tokens"):
         small.logits([1.5])
+
+
+
+_LOGITS_DIGEST = """
+import hashlib
+from pydoc_data.topics import topics
+from qllm_cores.golden.llm import load_model
+model = load_model(layers=2)
+ids = model.tokenize(topics["objects"])[:32]
+print(hashlib.sha256(model.logits(ids).tobytes()).hexdigest())
+"""
+
+
+def test_logits_do_not_depend_on_the_blas_kernel(small):
+    """The same bits here and in a process on OpenBLAS' generic SSE3 kernel (Prescott), whose
+    float32 sums round differently from the x86-64 kernels OpenBLAS picks on any recent CPU
+    (the float64 evaluation of every operation; with float32 products the digests differed)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    blas = [info for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"]
+    if not blas or blas[0]["internal_api"] != "openblas":
+        pytest.skip("NumPy's BLAS is not OpenBLAS (OPENBLAS_CORETYPE picks the kernel)")
+    if blas[0].get("architecture", "").lower() in ("prescott", "katmai", "core2"):
+        pytest.skip(f"this machine's OpenBLAS kernel is already {blas[0]['architecture']}")
+    ids = small.tokenize(topics["objects"])[:32]
+    here = hashlib.sha256(small.logits(ids).tobytes()).hexdigest()
+    there = subprocess.run([sys.executable, "-c", _LOGITS_DIGEST], capture_output=True,
+                           text=True, check=True,
+                           env={**os.environ, "OPENBLAS_CORETYPE": "Prescott"}).stdout.strip()
+    assert here == there
