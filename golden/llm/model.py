@@ -47,12 +47,11 @@ A hook may return any array-like of the same shape; it is used as float32.
 
 Every tensor between operations (and every hook's argument) is float32, but each operation
 (a matrix product, RMSNorm, the softmax, SiLU, the RoPE rotation) is evaluated in float64 and
-rounded to float32 once. The result then does not depend on the machine: float32 products
-summed in a BLAS kernel's order differ by an ulp between CPUs, and the quantizers' rounding
-amplifies such ulps (measured: the 128-token ``int8-w8a8`` perplexity of ``make model-report``
-moved between 22.8 and 24.1 with OpenBLAS' kernel choice when the products were float32).
-A float64 order difference changes a rounded result only when the exact value lies within
-about 1e-16 relative of a float32 midpoint.
+rounded to float32 once, so that the result does not depend on the machine: float32 sums in
+a BLAS kernel's own order differ by ulps between CPUs, and a quantizer hook turns some of them
+into different codes (docs/llm.md measures what that did to the perplexities). A float64 order
+difference changes a rounded result only when the exact value lies within about 1e-16
+relative of a float32 midpoint.
 """
 
 from dataclasses import dataclass
