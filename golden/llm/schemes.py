@@ -362,6 +362,18 @@ def int4_w4_scheme(model, calibration_ids=None, group=128):
                   Hooks(weight=_cached_weights(lambda w: _padded_rows(int4, w, group))))
 
 
+def bitmod_w4_scheme(model, calibration_ids=None, group=128):
+    """BitMoD weights alone (P3-LLM section IV-C, Table VI's "4-bit BitMoD weight quant" step):
+    block linear weights BitMoD FP4 per ``group`` inputs, as in :func:`p3_scheme`, nothing else
+    quantized; the counterpart of :func:`int4_w4_scheme` at the same group."""
+    return Scheme("bitmod-w4", "P3-LLM section IV-C (BitMoD weights only)",
+                  "block linear weights (BitMoD FP4 per group)",
+                  {"weight": 4 + (FP16_BITS + 2) / group},
+                  Hooks(weight=_cached_weights(lambda w: _padded_rows(
+                      lambda x: _bitmod(x, group), w, group))),
+                  notes="BitMoD metadata: FP16 scale and 2-bit special-value selector per group")
+
+
 def int4_kv4_scheme(model, calibration_ids=None, group=64):
     """The uniform 4-bit KV baseline of Oaken's comparison: keys and values asymmetric INT4
     per token in groups of ``group`` channels, FP16 scale and zero
@@ -390,6 +402,7 @@ SCHEMES = {
     "accllm-w2-kv4": accllm_scheme,
     "int8-w8a8": int8_w8a8_scheme,
     "int4-w4": int4_w4_scheme,
+    "bitmod-w4": bitmod_w4_scheme,
     "int4-kv4": int4_kv4_scheme,
 }
 

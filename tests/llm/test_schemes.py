@@ -72,7 +72,7 @@ def tensors(model, window):
 
 def test_registry_names_and_fields(schemes):
     assert {"kllm-w4a4", "kllm-w4a3", "oaken-kv", "p3", "accllm-w2-kv4", "int8-w8a8",
-            "int4-w4", "int4-kv4"} <= set(SCHEMES)
+            "int4-w4", "bitmod-w4", "int4-kv4"} <= set(SCHEMES)
     for name, s in schemes.items():
         assert s.name == name and s.paper and s.where and s.bits
     with pytest.raises(KeyError, match="known"):
@@ -121,6 +121,9 @@ def test_weight_value_counts(schemes, model, linear):
     assert np.unique(np.round(wk / scale, 5)).size <= 16
     # P3 BitMoD: 4-bit codes per group of 128 (7 magnitudes x 2 signs, 0, special value).
     assert _max_distinct(_groups(schemes["p3"].hooks.weight(linear, w), 128)) <= 16
+    # BitMoD alone: the same weights as P3's.
+    assert np.array_equal(schemes["bitmod-w4"].hooks.weight(linear, w),
+                          schemes["p3"].hooks.weight(linear, w))
     # INT4 symmetric: -7..7 per group of 128.
     assert _max_distinct(_groups(schemes["int4-w4"].hooks.weight(linear, w), 128)) <= 15
     # INT8 per output channel: -127..127.
@@ -194,6 +197,7 @@ def test_effective_bits_by_hand(schemes):
                           "key": 4 + 20 / head, "value": 4 + 20 / head},
         "int8-w8a8": {"weight": 8 + 16 / d, "activation": 8 + 16 / d},
         "int4-w4": {"weight": 4 + 16 / 128},
+        "bitmod-w4": {"weight": 4 + 18 / 128},
         "int4-kv4": {"key": 4 + 32 / 64, "value": 4 + 32 / 64},
     }
     for name, bits in expected.items():
