@@ -1,12 +1,13 @@
 """Shared pytest configuration."""
 
 import contextlib
-import fcntl
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from qllm_cores.verif.runner import locked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +52,7 @@ def session_folder(tmp_path_factory):
     @contextlib.contextmanager
     def hold(name):
         folder = base / f"shared-{name}"
-        folder.mkdir(exist_ok=True)
-        with open(base / f"shared-{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with locked(base / f"shared-{name}.lock"):
+            folder.mkdir(exist_ok=True)
             yield folder
     return hold

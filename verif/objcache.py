@@ -26,6 +26,7 @@ guards, so the source's own includes of them are no-ops; a compiler that cannot 
 precompiled file reads the header's text instead (slower, same result).
 """
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -100,9 +101,7 @@ def precompiled_header(cache, flags):
     header = entry / "verilated_pch.h"
     if (entry / "verilated_pch.h.gch").is_file():
         return header
-    Path(cache).mkdir(parents=True, exist_ok=True)
-    with open(Path(cache) / f".{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _key_lock(cache, key):
         if (entry / "verilated_pch.h.gch").is_file():
             return header
         staging = Path(tempfile.mkdtemp(dir=cache, prefix=".staging-"))
@@ -113,11 +112,27 @@ def precompiled_header(cache, flags):
         if status != 0:
             shutil.rmtree(staging, ignore_errors=True)
             return None
-        try:
-            staging.rename(entry)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+        _publish(staging, entry)
     return header
+
+
+@contextlib.contextmanager
+def _key_lock(cache, key):
+    """One process at a time on ``key``: parallel builds (pytest-xdist workers) that miss the
+    same entry wait for the first instead of making it again."""
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    with open(Path(cache) / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _publish(staging, entry):
+    """Move a filled ``staging`` folder to ``entry`` atomically (another build may have
+    stored it first: then drop ours)."""
+    try:
+        staging.rename(entry)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main(argv):
@@ -138,11 +153,7 @@ def main(argv):
     depfile = Path(output).with_suffix(".d")
     if _copy_out(entry, output, depfile):
         return 0
-    Path(cache).mkdir(parents=True, exist_ok=True)
-    # One compile of a key at a time: parallel builds (pytest-xdist workers) that miss the
-    # same object wait for the first instead of compiling it again.
-    with open(Path(cache) / f".{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _key_lock(cache, key):
         if _copy_out(entry, output, depfile):
             return 0
         status = subprocess.call(argv)
@@ -151,10 +162,7 @@ def main(argv):
             shutil.copyfile(output, staging / "object")
             if depfile.is_file():
                 shutil.copyfile(depfile, staging / "depend")
-            try:
-                staging.rename(entry)      # atomic; another build may have stored it first
-            except OSError:
-                shutil.rmtree(staging, ignore_errors=True)
+            _publish(staging, entry)
     return status
 
 
