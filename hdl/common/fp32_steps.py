@@ -363,10 +363,13 @@ def fp32_add(m, x, y, *, cuts, name="add"):
     grouped = cut(grouped, "groups")
 
     # --- count: the first non-zero group's count --------------------------------------------
-    counted = Signal(data.StructLayout({"sum": 28, "lz": 5, "big_exp": 8, "sign": 1,
-                                        **flags}), name=f"{name}_count_next")
-    m.d.comb += counted.lz.eq(_first_group_count(m, grouped.any, grouped.within,
-                                                 f"{name}_lz"))
+    # The exponent plus one rides beside the count (the coarse step then subtracts the count
+    # from it with one carry chain, not two in series).
+    counted = Signal(data.StructLayout({"sum": 28, "lz": 5, "big_exp": 8, "big_exp_p1": 8,
+                                        "sign": 1, **flags}), name=f"{name}_count_next")
+    m.d.comb += [counted.lz.eq(_first_group_count(m, grouped.any, grouped.within,
+                                                  f"{name}_lz")),
+                 counted.big_exp_p1.eq(grouped.big_exp + 1)]
     for field in ("sum", "big_exp", "sign", *flags):
         m.d.comb += counted[field].eq(grouped[field])
     counted = cut(counted, "count")
@@ -380,8 +383,8 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         coarse.part.eq(Mux(carry, Cat(counted.sum[0] | counted.sum[1], counted.sum[2:28]),
                            (counted.sum[:27] << Cat(Const(0, 2), counted.lz[2:]))[:27])),
         coarse.fine.eq(Mux(carry, 0, counted.lz[:2])),
-        coarse.exp.eq(Mux(carry, counted.big_exp + 1, counted.big_exp - counted.lz)),
-        coarse.exp_p1.eq(Mux(carry, counted.big_exp + 2, counted.big_exp - counted.lz + 1)),
+        coarse.exp.eq(Mux(carry, counted.big_exp_p1, counted.big_exp - counted.lz)),
+        coarse.exp_p1.eq(Mux(carry, counted.big_exp + 2, counted.big_exp_p1 - counted.lz)),
         coarse.exact_zero.eq(counted.sum == 0),
     ]
     for field in ("sign", *flags):
@@ -398,8 +401,11 @@ def fp32_add(m, x, y, *, cuts, name="add"):
         # Round to nearest even: the guard bit, and the sticky bits or the kept LSB.
         shifted.kept.eq(norm[3:27]),
         shifted.round_up.eq(norm[2] & (norm[0] | norm[1] | norm[3])),
-        # Rounding up all ones carries out of the significand: known before the increment.
-        shifted.round_carry.eq(norm[2] & norm[3:27].all()),
+        # Rounding up all ones carries out of the significand: known before the increment,
+        # and for each fine shift beside the shifter (from the coarse part, not through it).
+        # (norm[2] is part[2 - f]: 0 at a shift of 3.)
+        shifted.round_carry.eq(Array([*(coarse.part[2 - f] & coarse.part[3 - f:27 - f].all()
+                                        for f in range(3)), Const(0)])[coarse.fine]),
     ]
     for field in ("exp", "exp_p1", "sign", "exact_zero", *flags):
         m.d.comb += shifted[field].eq(coarse[field])
@@ -483,9 +489,13 @@ def fp32_to_fp16(m, x, *, stage=None, name="fp16"):
         shifted.guard.eq(wide[24]),
         shifted.sticky.eq(sticky),
     ]
+    # E + k >= 31, as a table of E's low bits beside its high ones (no adder before a
+    # comparator: two carry chains in series set the clock at kllm_column's kllm-a4 on ECP5).
+    high_field = prepared.field[5:].any()
     for k in range(3):
+        top = Cat(*(prepared.field[:5] == value for value in range(31 - k, 32))).any()
         m.d.comb += [shifted[f"field{k}"].eq(prepared.field + k),
-                     shifted[f"inf{k}"].eq(prepared.huge | (prepared.field + k >= 31))]
+                     shifted[f"inf{k}"].eq(prepared.huge | high_field | top)]
     for field in ("sign", "zero", "inf", "nan"):
         m.d.comb += shifted[field].eq(prepared[field])
     shifted = stage(shifted, f"{name}_shift")

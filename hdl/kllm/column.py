@@ -17,7 +17,7 @@ from ..common.fp32_steps import (FP32_UNPACKED, PRODUCT_CUTS, count_times_fp16, 
                          fp32_to_fp16, product_registers)
 from ..common.invariants import invariant
 from .concat import KllmConcat
-from .idx_counter.idx_counter import KllmIdxCounter, counter_bits
+from .idx_counter.idx_counter import KllmIdxCounter, counter_bits, distribute_fits
 from ..common.params import check_choice, check_int
 from ..common.stream_stage import (PingPongBuffer, SkidBuffer, StallPipeline, check_pipeline,
                            enabled_register, pack_fields)
@@ -29,27 +29,32 @@ __all__ = ["KllmColumn", "PIPELINE_DEPTHS"]
 #: (:data:`hdl.common.fp32_steps.ADD_CUTS`) and how many registers the binary16 rounding has of its
 #: own before the output register (0..3 of its steps' registers); ``input`` (kk mode): a
 #: :class:`~hdl.common.stream_stage.PingPongBuffer` between ``i`` and the Concat array, so that
-#: ``i.ready`` and the admission state read flip-flops, not the array's clock enable.
+#: ``i.ready`` and the admission state read flip-flops, not the array's clock enable;
+#: ``result``: a :class:`~hdl.common.stream_stage.SkidBuffer` between the result register and
+#: the binary16 rounding. A counter ``pipeline`` of 4 falls back to 3 where the counter has no
+#: 4 (:func:`~hdl.kllm.idx_counter.idx_counter.distribute_fits`).
 PIPELINE_DEPTHS = {
-    0: {"counter": 0, "product": (), "add": (), "output": 0, "input": False},
+    0: {"counter": 0, "product": (), "add": (), "output": 0, "input": False, "result": False},
     1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1,
-        "input": False},
+        "input": False, "result": False},
     2: {"counter": 2, "product": ("operands", "product"),
-        "add": ("compare", "align", "add", "count"), "output": 2, "input": False},
+        "add": ("compare", "align", "add", "count"), "output": 2, "input": False,
+        "result": False},
     3: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "count", "shift"), "output": 3,
-        "input": False},
+        "input": False, "result": False},
     4: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "count", "coarse", "shift"), "output": 3,
-        "input": False},
+        "input": False, "result": False},
     5: {"counter": 3, "product": PRODUCT_CUTS,
         "add": ("compare", "mask", "align", "add", "groups", "count", "coarse", "shift"),
-        "output": 3, "input": False},
+        "output": 3, "input": False, "result": False},
 }
 PIPELINE_DEPTHS[6] = {**PIPELINE_DEPTHS[5], "input": True}
+PIPELINE_DEPTHS[7] = {**PIPELINE_DEPTHS[6], "counter": 4, "result": True}
 MAX_PIPELINE = max(PIPELINE_DEPTHS)
 #: The default depth: the highest Fmax measured (docs/units/kllm_column.md).
-DEFAULT_PIPELINE = 6
+DEFAULT_PIPELINE = 7
 #: Largest count magnitude for which ``fp32(count)`` is exact (one rounding per product).
 MAX_EXACT_COUNT = 1 << 24
 
@@ -79,13 +84,14 @@ class KllmColumn(wiring.Component):
 
     Micro-architecture:
 
-    * front: ``i`` -> (``pipeline`` 6, kk: :class:`~hdl.common.stream_stage.PingPongBuffer`) ->
-      Concat array (kk; ``mask`` and ``last`` travel beside it in registers on its clock
+    * front: ``i`` -> (``pipeline`` 6 and 7, kk:
+      :class:`~hdl.common.stream_stage.PingPongBuffer`) -> Concat array (kk; ``mask`` and ``last`` travel beside it in registers on its clock
       enable) -> :class:`~hdl.common.stream_stage.PingPongBuffer` -> counter. The second buffer's
       payload registers load from the Concat side only, so the counter's clock enable (which
       fans out to its whole front) reaches two pointers, not the Concat array's registers; the
       first makes ``i.ready`` a gate of flip-flops instead of the Concat array's clock enable.
-      In ik mode the activation index and the weight go to the counter directly.
+      In ik mode the activation index and the weight go to the counter directly. At
+      ``pipeline`` 7 the counter runs at its own ``pipeline`` 4 where it has one.
     * codebook: a ``2**bits`` x 16 memory (banks of 64 from 65 to 256 entries) written by ``cb``
       a cycle after each beat (cleared after reset); read at the bin the counter sends, the
       entry registered once more before it is used.
@@ -96,7 +102,8 @@ class KllmColumn(wiring.Component):
       the registers ``pipeline`` asks for; a product enters only when the previous sum is back
       in the accumulator (the sum is a recurrence: bin n + 1 adds to the rounded sum of bin n),
       so a non-zero bin takes ``add_cycles`` cycles; a zero bin is skipped in one cycle.
-    * output: the accumulator after the final bin -> binary16 rounding -> ``o``.
+    * output: the accumulator after the final bin -> (``pipeline`` 7:
+      :class:`~hdl.common.stream_stage.SkidBuffer`) -> binary16 rounding -> ``o``.
 
     Throughput: one ``i`` beat per cycle while the counter accepts; with ``banks=2`` the
     counter holds one histogram in its readout bank while the next reduction counts, so the
@@ -130,7 +137,7 @@ class KllmColumn(wiring.Component):
         ``last`` beat until its histogram has left the counter, about ``2**bits`` cycles plus
         the weighted sum's own stalls. Outputs are the same either way.
     pipeline : int
-        0..6 (default 6, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
+        0..7 (default 7, the fastest clock measured): see :data:`PIPELINE_DEPTHS`.
 
     Members
     -------
@@ -180,10 +187,13 @@ class KllmColumn(wiring.Component):
         # The counter validates weight_bits (None in kk), max_len and counts="memory" in ik;
         # the spill keeps no overflow flags.
         check_choice("counts", counts, ("full", "memory"))
+        counter_pipeline = depth["counter"]
+        if counter_pipeline == 4 and not distribute_fits(self.mode, self.idx_bits, counts):
+            counter_pipeline = 3          # the counter's deepest front for these parameters
         self.counter = KllmIdxCounter(n_inputs=self.n_inputs, idx_bits=self.idx_bits,
                                       mode=self.mode, weight_bits=weight_bits, max_len=max_len,
                                       overflow=True, banks=self.banks, counts=counts,
-                                      target=target, pipeline=depth["counter"])
+                                      target=target, pipeline=counter_pipeline)
         self.counts, self.target = self.counter.counts, self.counter.target
         self.primitives = self.counter.primitives
         self.synth_targets = self.counter.synth_targets
@@ -208,11 +218,14 @@ class KllmColumn(wiring.Component):
         self.product_stages = 3 + product_registers(self.product_cuts)
         # ik: the counter takes i itself, and its front's clock enable is a flip-flop already.
         self.input_buffer = depth["input"] and self.mode == "kk"
+        #: A skid buffer between the result register and the binary16 rounding.
+        self.result_buffer = depth["result"]
         front = self.concat.latency + PingPongBuffer.latency if self.concat else 0
         front += PingPongBuffer.latency if self.input_buffer else 0
         self.latency = (front + self.counter.latency + PingPongBuffer.latency + self.bins - 1
                         + self.product_stages + SkidBuffer.latency
-                        + 1 + 1 + self.output_cuts + 1 + int(self.output_cuts > 0))
+                        + 1 + 1 + self.output_cuts + 1 + int(self.output_cuts > 0)
+                        + (SkidBuffer.latency if self.result_buffer else 0))
 
         self.cb_layout = data.StructLayout({"value": unsigned(16), "last": unsigned(1)})
         fields = {"a": data.ArrayLayout(unsigned(self.a_bits), self.n_inputs)}
@@ -486,6 +499,12 @@ class KllmColumn(wiring.Component):
             wiring.connect(m, out_buffer.o, wiring.flipped(self.o))
         else:
             output = self.o
+        if self.result_buffer:
+            # result.ready (which clears acc and so reaches the adder's first step) is then a
+            # flip-flop of the buffer, not the output stages' clock enable.
+            m.submodules.result_buffer = result_buffer = SkidBuffer(result_layout)
+            wiring.connect(m, result, result_buffer.i)
+            result = result_buffer.o
         out_pipe = StallPipeline(m, result, output, latency=1 + self.output_cuts,
                                  name="out_pipe")
         steps = iter(range(self.output_cuts))

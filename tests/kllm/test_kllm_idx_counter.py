@@ -31,8 +31,16 @@ from qllm_cores.verif.runner import BenchFailure, edit_site, run_testbench
     ({"mode": "kk", "weight_bits": 4}, ValueError, r"weight_bits applies to mode 'ik' only"),
     ({"n_inputs": 16.0}, TypeError, r"n_inputs must be an integer, not 16\.0"),
     ({"max_len": "4096"}, TypeError, r"max_len must be an integer, not '4096'"),
-    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.3, not -1"),
-    ({"pipeline": 4}, ValueError, r"pipeline must be in range 0\.\.3, not 4"),
+    ({"pipeline": -1}, ValueError, r"pipeline must be in range 0\.\.4, not -1"),
+    ({"pipeline": 5}, ValueError, r"pipeline must be in range 0\.\.4, not 5"),
+    # The distribute cut (pipeline 4) copies the low chunk's lines per group of bins: kk mode,
+    # flip-flop counts, two index chunks.
+    ({"pipeline": 4, "idx_bits": 5}, ValueError,
+     r"pipeline=4 applies to mode='kk', counts='full' and 6\.\.8 index bits \(got "
+     r"mode='kk', counts='full', idx_bits=5\)"),
+    ({"pipeline": 4, "mode": "ik", "idx_bits": 6}, ValueError,
+     r"pipeline=4 applies to .*mode='ik'"),
+    ({"pipeline": 4, "counts": "spill"}, ValueError, r"pipeline=4 applies to .*counts='spill'"),
     ({"pipeline": 2.0}, TypeError, r"pipeline must be an integer, not 2\.0"),
     ({"banks": 0}, ValueError, r"banks must be in range 1\.\.2, not 0"),
     ({"banks": 3}, ValueError, r"banks must be in range 1\.\.2, not 3"),
@@ -76,12 +84,12 @@ def test_paper_configuration_widths():
     assert KllmIdxCounter(mode="ik", idx_bits=4).count_bits == 16
 
 
-@pytest.mark.parametrize("pipeline,latency", [(0, 2), (1, 4), (2, 5), (3, 5)])
+@pytest.mark.parametrize("pipeline,latency", [(0, 2), (1, 4), (2, 5), (3, 5), (4, 7)])
 def test_latency_follows_the_pipeline_depth(pipeline, latency, tmp_path):
     import json
 
     assert KllmIdxCounter(pipeline=pipeline).latency == latency
-    params = {"n_inputs": 4, "idx_bits": 3, "pipeline": pipeline}
+    params = {"n_inputs": 4, "idx_bits": 6 if pipeline == 4 else 3, "pipeline": pipeline}
     generate("kllm_idx_counter", params, tmp_path)
     assert json.loads((tmp_path / "kllm_idx_counter.json").read_text())["latency"] == latency
 
@@ -121,6 +129,13 @@ MEMORY_PARAMS = {"n_inputs": 5, "idx_bits": 3, "max_len": 20, "counts": "memory"
 BENCH_CONFIGS = [
     # The paper configuration: 16 inputs, 256 bins, K up to 4096 (default pipeline).
     pytest.param({}, 40, id="kllm-a4-256bins"),
+    # The distribute cut (pipeline 4, kllm_column's default front): 256 bins, and 64 bins of
+    # odd lanes and one bank.
+    pytest.param({"pipeline": 4}, 40, id="kllm-a4-256bins-pipeline4"),
+    pytest.param({"n_inputs": 5, "idx_bits": 6, "max_len": 20, "banks": 1, "pipeline": 4}, 200,
+                 id="kk-5in-64bins-banks1-pipeline4"),
+    pytest.param({"n_inputs": 5, "idx_bits": 7, "max_len": 20, "pipeline": 4}, 200,
+                 marks=pytest.mark.large, id="kk-5in-128bins-pipeline4"),
     pytest.param({"idx_bits": 6}, 100, marks=pytest.mark.large,
                  id="w3a3-64bins"),
     pytest.param({"mode": "ik", "idx_bits": 4, "weight_bits": 4}, 2000, id="ik-16bins"),

@@ -111,7 +111,7 @@ BOUNDED = {("oaken_dequantizer", "drains"):
            # results; a bounded check there grows from 3 s at 40 cycles to 95 s at 50).
            ("kllm_column", "drains", 0):
            (85, "bounded by design: dprove and PDR do not decide it at this depth"),
-           **{("kllm_column", prop, 6): ((100 if prop == "drains" else 45),
+           **{("kllm_column", prop, 7): ((100 if prop == "drains" else 45),
                                          "bounded by design: dprove and PDR do not decide it "
                                          "at this depth")
               for prop in ("nothing from nothing", "bounded in flight", "drains")}}
@@ -175,19 +175,31 @@ def _configuration(overrides):
     return ",".join(f"{name}={value}" for name, value in overrides.items())
 
 
+#: Depths above a unit's default that another unit builds it at, proved like the default:
+#: depth -> (the counting shape's parameters changed, the counting engine): the hold rule at
+#: the hold shape, the counting properties at the counting shape so changed.
+#: kllm_idx_counter's ``pipeline`` 4 (the distribute cut, kllm_column's default front) needs
+#: 6..8 index bits: 64 bins of 1 lane, by ``dprove`` (PDR decided none of the three in 120 s,
+#: nor a 90-cycle bounded check; dprove 6 to 43 s).
+EXTRA_DEPTHS = {"kllm_idx_counter": {4: ({"idx_bits": 6, "max_len": 4}, ("dprove", 12))}}
+
+
 def stream_proofs(unit):
-    """The hold rule at every depth; the counting properties at 0 and the default."""
+    """The hold rule at every depth; the counting properties at 0 and the default (and at
+    :data:`EXTRA_DEPTHS`)."""
     rows = []
     depths = pipeline_depths(unit)
+    extra = EXTRA_DEPTHS.get(unit, {})
     shape = HOLD_SHAPES.get(unit, {})
-    for depth in depths:
+    for depth in [*depths, *extra]:
         overrides = {**shape, "pipeline": depth}
         _, params = resolve_params(unit, None, overrides)
         rows.append(Proof(unit, _configuration(overrides), "stream hold", StreamHoldHarness,
                           params, depth=HOLD_DEPTH))
     reduced = COUNTING_SHAPES.get(unit, {})
-    for depth in dict.fromkeys((depths[0], depths[-1])):
-        overrides = {**reduced, "pipeline": depth}
+    for depth in [*dict.fromkeys((depths[0], depths[-1])), *extra]:
+        changed, engine_here = extra.get(depth, ({}, None))
+        overrides = {**reduced, **changed, "pipeline": depth}
         _, params = resolve_params(unit, None, overrides)
         configuration = _configuration(overrides)
         # (streams asserted, configuration shown, (cycles, reason) if bounded by design)
@@ -205,8 +217,8 @@ def stream_proofs(unit):
                 if fixed and prop == "drains":
                     # the stall window after the first transaction closes within the check
                     cycles = max(cycles, FIRST_OWED + drain_window(unit, params))
-                engine, proof_depth = (("bmc", cycles) if cycles
-                                       else COUNTING_ENGINES.get(unit, ("pdr", 8)))
+                default = engine_here or COUNTING_ENGINES.get(unit, ("pdr", 8))
+                engine, proof_depth = ("bmc", cycles) if cycles else default
                 rows.append(Proof(unit, shown, prop,
                                   partial(StreamCountHarness, unit=unit, params=params,
                                           prop=prop, streams=streams),
@@ -254,8 +266,9 @@ NO_STREAM_PROOF = {}
 def gaps(units=None, rows=None):
     """What the proofs of ``units`` (default: every registered unit) miss, one line each: a
     unit without a counting account, a ``pipeline`` depth without a hold proof, a counting
-    property not proved at the lowest and the default depth, a unit without a data property
-    (unless :data:`NO_DATA_PROOF` says why). Empty when every unit is covered."""
+    property not proved at the lowest and the default depth (and :data:`EXTRA_DEPTHS`), a unit
+    without a data property (unless :data:`NO_DATA_PROOF` says why). Empty when every unit is
+    covered."""
     units = list(units or UNITS)
     rows = proofs(units) if rows is None else rows
     missing = []
@@ -270,13 +283,14 @@ def gaps(units=None, rows=None):
         if unit not in ACCOUNTS:
             missing.append(f"{unit}: no counting account (verif/formal/counting.py ACCOUNTS)")
         depths = pipeline_depths(unit)
+        extra = list(EXTRA_DEPTHS.get(unit, {}))
         held = {row.params.get("pipeline") for row in mine if row.prop == "stream hold"}
         missing += [f"{unit}: no stream hold proof at pipeline={depth}"
-                    for depth in depths if depth not in held]
+                    for depth in [*depths, *extra] if depth not in held]
         for prop in COUNTING:
             counted = {row.params.get("pipeline") for row in mine if row.prop == prop}
             missing += [f"{unit}: no {prop!r} proof at pipeline={depth}"
-                        for depth in dict.fromkeys((depths[0], depths[-1]))
+                        for depth in [*dict.fromkeys((depths[0], depths[-1])), *extra]
                         if depth not in counted]
         data = [row for row in mine if row.prop not in STREAM_PROPERTIES]
         if not data and unit not in NO_DATA_PROOF:

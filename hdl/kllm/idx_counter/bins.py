@@ -110,15 +110,19 @@ class BinCounters(wiring.Component):
     (the next part's ``count``; 0 at the top).
     """
 
-    def __init__(self, counter, sizes, *, sliced):
+    def __init__(self, counter, sizes, *, sliced, groups=1):
         self.counter = counter
         self.sizes = list(sizes)
         self.sliced = sliced
+        #: >1: ``lines`` holds per lane ``groups`` copies of the low-chunk lines (the
+        #: ``distribute`` cut), copy g for the bins whose high chunk is in group g.
+        self.groups = groups
         self.bins = 1
         for size in self.sizes:
             self.bins *= size
         n, width = counter.n_inputs, counter.slot_bits
-        members = {"ce": In(1), "lines": In(n * sum(self.sizes))}
+        members = {"ce": In(1),
+                   "lines": In(n * (sum(self.sizes) + (groups - 1) * self.sizes[0]))}
         if sliced:
             members["select"] = In(n)
         if counter.mode == "ik":
@@ -175,10 +179,19 @@ class BinCounters(wiring.Component):
         # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
         # selects, built chunk by chunk from the least significant: the one-hot over the bins
         # of the chunks so far, repeated once per line of the next chunk and ANDed with it.
-        line_bits = sum(sizes)
+        line_bits = sum(sizes) + (self.groups - 1) * sizes[0]
         planes = []
         for lane in range(n):
             base = lane * line_bits
+            if self.groups > 1:
+                assert len(sizes) == 2 and not self.sliced, sizes
+                lows = [self.lines[base + g * sizes[0]:base + (g + 1) * sizes[0]]
+                        for g in range(self.groups)]
+                base += self.groups * sizes[0]
+                per = sizes[1] // self.groups
+                planes.append(named(dec, Cat(*(Mux(self.lines[base + k], lows[k // per], 0)
+                                               for k in range(sizes[1]))), f"plane_{lane}"))
+                continue
             term = self.lines[base:base + sizes[0]]
             base += sizes[0]
             for size in sizes[1:]:

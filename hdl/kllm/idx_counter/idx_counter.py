@@ -26,7 +26,20 @@ PIPELINE_CUTS = {
     1: ("accumulate", "readout"),
     2: ("accumulate", "readout", "partial"),
     3: ("accumulate", "readout", "partial", "decode"),
+    # kk, counts="full", 6..8 index bits: a register of the raw beat before the predecode, and
+    # the predecode lines registered once more, copied per group of bins.
+    4: ("accumulate", "readout", "partial", "decode", "input", "distribute"),
 }
+#: With the ``distribute`` cut, the groups of bins (by value of the high index chunk) that each
+#: get their own copy of the low-chunk lines.
+DISTRIBUTE_GROUPS = 4
+
+
+def distribute_fits(mode, idx_bits, counts):
+    """Whether the ``distribute`` cut (``pipeline`` 4) applies to a counter of these
+    parameters: kk mode, flip-flop counts, two index chunks whose high one has a multiple of
+    :data:`DISTRIBUTE_GROUPS` lines (6..8 index bits)."""
+    return mode == "kk" and counts == "full" and 6 <= idx_bits <= 8
 MAX_PIPELINE = max(PIPELINE_CUTS)
 #: The depth that closes timing (>= 150 MHz on ECP5 at ``kllm-a3``, the median of three
 #: placement seeds; Timing section of docs/units/kllm_idx_counter.md).
@@ -126,7 +139,7 @@ class KllmIdxCounter(wiring.Component):
         a count and its overflow flag must fit 18 bits). Other values of ``counts`` take
         ``"generic"`` only.
     pipeline : int
-        Register cuts, 0..3 (default 3, the depth that closes timing at 150 MHz on ECP5):
+        Register cuts, 0..4 (default 3, the depth that closes timing at 150 MHz on ECP5):
 
         * 0: today's lowest-latency circuit. The input register holds the beat; decode, bit
           counters and the accumulator adders are one combinational path into the
@@ -149,6 +162,12 @@ class KllmIdxCounter(wiring.Component):
           flags of each group's lane pairs are also compared in front of the input register,
           and the carried weights (the merge's adders) get a register stage of their own
           (latency 6).
+        * 4 (``kk``, ``counts="full"``, 6..8 index bits; else :class:`ValueError`): plus a
+          register of the raw beat before the predecode, and after the predecode register,
+          per lane, a copy of the low chunk's lines for each quarter of the bins (by their
+          high chunk; gated by that quarter's high lines) and one of the high chunk's, so that
+          no predecode register drives bins across the whole array; the bank's load and the
+          accumulators' clear from a copy of the load decision of their own. Latency 7.
 
         With ``counts="memory"`` the cuts are: 1 (``accumulate``, ``readout``): a register of
         the lanes' words after the memories, and the skid buffer; 2 (``partial``): registers in
@@ -255,6 +274,12 @@ class KllmIdxCounter(wiring.Component):
                              f"counts={self.counts!r})")
         self.pipeline = check_pipeline(pipeline, max_value=MAX_PIPELINE)
         self.cuts = PIPELINE_CUTS[self.pipeline]
+        if "distribute" in self.cuts and not distribute_fits(self.mode, self.idx_bits,
+                                                             self.counts):
+            raise ValueError(
+                f"pipeline=4 applies to mode='kk', counts='full' and 6..8 index bits "
+                f"(got mode={self.mode!r}, counts={self.counts!r}, "
+                f"idx_bits={self.idx_bits})")
         #: ik with the decode cut: the carried weights get a register of their own.
         self.carry_stage = self.mode == "ik" and "decode" in self.cuts
         #: Reductions of at least this many beats stream with no stall (``banks=2``).
@@ -265,7 +290,8 @@ class KllmIdxCounter(wiring.Component):
             self.front_stages += 1
             self.stall_free_beats += stall_free_extra(self.cuts)
         else:
-            self.front_stages = (1 + sum(cut in self.cuts for cut in ("partial", "accumulate"))
+            self.front_stages = (1 + sum(cut in self.cuts for cut in
+                                         ("partial", "accumulate", "input", "distribute"))
                                  + int(self.carry_stage))
             readout_stages = 1
         #: Cycles from the transfer of a ``last`` beat on ``i`` to the first bin of its
@@ -362,6 +388,10 @@ class KllmIdxCounter(wiring.Component):
             return Cat(*lanes)
 
         idx_bits_in = self.i.payload.idx.as_value()
+        if "input" in cuts:
+            # The raw beat registered before the predecode (kk only: distribute_fits).
+            idx_bits_in = front.stage(idx_bits_in, name="beat_idx_raw", m=dec)
+            mask = front.stage(mask, name="beat_mask_raw", m=dec)
         lines_in = None
         if "decode" in cuts:
             idx_bits_in = named(dec, idx_bits_in, "beat_idx_in")
@@ -420,9 +450,28 @@ class KllmIdxCounter(wiring.Component):
                 weights = front.stage(self.i.payload.weight.as_value(), name="beat_weight",
                                       m=btc)
                 carried = carried_weights(lines, weights)
+        groups = 1
+        if "distribute" in cuts:
+            # Per lane, per group of bins (by value of the high chunk), a copy of the low-chunk
+            # lines, gated by the OR of the group's high lines (the plane ANDs them anyway): each
+            # copy has its own input, so Yosys's opt_merge keeps them apart; and one copy of the
+            # high lines. Registered at the front's clock enable, one more front stage.
+            groups = DISTRIBUTE_GROUPS
+            lo_n, hi_n = sizes
+            per = hi_n // groups
+            copies = []
+            for lane in range(n):
+                low = lines[lane * line_bits:lane * line_bits + lo_n]
+                high = lines[lane * line_bits + lo_n:(lane + 1) * line_bits]
+                for g in range(groups):
+                    near = high[g * per:(g + 1) * per].any()
+                    copies.append(front.stage(low & near.replicate(lo_n),
+                                              name=f"dist_lo_{lane}_{g}", m=dec))
+                copies.append(front.stage(high, name=f"dist_hi_{lane}", m=dec))
+            lines = Cat(*copies)
         parts = []
         for j in range(slices):
-            part = BinCounters(self, low_sizes, sliced=slices > 1)
+            part = BinCounters(self, low_sizes, sliced=slices > 1, groups=groups)
             if slices == 1:
                 m.submodules.bins = part
                 m.d.comb += part.lines.eq(lines)
