@@ -1,0 +1,1 @@
+"""Tests of the shared building blocks of hdl/common/."""
