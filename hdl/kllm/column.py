@@ -17,7 +17,8 @@ from ..common.fp32_steps import (FP32_UNPACKED, PRODUCT_CUTS, count_times_fp16, 
                          fp32_to_fp16, product_registers)
 from ..common.invariants import invariant
 from .concat import KllmConcat
-from .idx_counter.idx_counter import KllmIdxCounter, counter_bits, distribute_fits
+from .idx_counter.bins import distribute_fits
+from .idx_counter.idx_counter import KllmIdxCounter, counter_bits
 from ..common.params import check_choice, check_int
 from ..common.stream_stage import (PingPongBuffer, SkidBuffer, StallPipeline, check_pipeline,
                            enabled_register, pack_fields)
@@ -32,7 +33,7 @@ __all__ = ["KllmColumn", "PIPELINE_DEPTHS"]
 #: ``i.ready`` and the admission state read flip-flops, not the array's clock enable;
 #: ``result``: a :class:`~hdl.common.stream_stage.SkidBuffer` between the result register and
 #: the binary16 rounding. A counter ``pipeline`` of 4 falls back to 3 where the counter has no
-#: 4 (:func:`~hdl.kllm.idx_counter.idx_counter.distribute_fits`).
+#: 4 (:func:`~hdl.kllm.idx_counter.bins.distribute_fits`).
 PIPELINE_DEPTHS = {
     0: {"counter": 0, "product": (), "add": (), "output": 0, "input": False, "result": False},
     1: {"counter": 1, "product": ("operands",), "add": ("align", "add"), "output": 1,

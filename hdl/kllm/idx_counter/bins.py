@@ -11,8 +11,40 @@ from ...common.arith import adder_tree, named
 from ...common.stream_stage import enabled_register
 from .spill import BinSpill
 
-#: Nothing public: the bins are internals of :mod:`hdl.kllm.idx_counter.idx_counter`, which imports them.
-__all__ = []
+#: The rest are internals of :mod:`hdl.kllm.idx_counter.idx_counter`, which imports them.
+__all__ = ["DISTRIBUTE_GROUPS", "distribute_fits"]
+
+#: With the ``distribute`` cut (the counter's ``pipeline`` 4), the groups of bins (by value of
+#: the high index chunk) that each get their own copy of the low-chunk lines.
+DISTRIBUTE_GROUPS = 4
+
+
+def distribute_fits(mode, idx_bits, counts):
+    """Whether the ``distribute`` cut (the counter's ``pipeline`` 4) applies to a counter of
+    these parameters: kk mode, flip-flop counts, two index chunks whose high one has a multiple
+    of :data:`DISTRIBUTE_GROUPS` lines (6..8 index bits)."""
+    return mode == "kk" and counts == "full" and 6 <= idx_bits <= 8
+
+
+def distributed_lines(front, m, lines, sizes, n):
+    """The ``distribute`` cut: per lane, per group of bins (by value of the high chunk), a copy
+    of the low-chunk ``lines``, gated by the OR of the group's high lines (the plane ANDs them
+    anyway: each copy has its own input, so Yosys's ``opt_merge`` keeps them apart), and one
+    copy of the high lines; registered as one more stage of ``front`` (in module ``m``).
+    Returns the lines in :class:`BinCounters`' ``groups`` layout and the number of groups."""
+    lo_n, hi_n = sizes
+    per = hi_n // DISTRIBUTE_GROUPS
+    line_bits = lo_n + hi_n
+    copies = []
+    for lane in range(n):
+        low = lines[lane * line_bits:lane * line_bits + lo_n]
+        high = lines[lane * line_bits + lo_n:(lane + 1) * line_bits]
+        for g in range(DISTRIBUTE_GROUPS):
+            near = high[g * per:(g + 1) * per].any()
+            copies.append(front.stage(low & near.replicate(lo_n), name=f"dist_lo_{lane}_{g}",
+                                      m=m))
+        copies.append(front.stage(high, name=f"dist_hi_{lane}", m=m))
+    return Cat(*copies), DISTRIBUTE_GROUPS
 
 
 def bin_blocks(m, keep, names):

@@ -10,7 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...common.arith import named
-from .bins import BinCounters, bin_blocks, weights_carried
+from .bins import BinCounters, bin_blocks, distribute_fits, distributed_lines, weights_carried
 from .lanes import ECP5_WORD_BITS, TARGETS, lane_histograms, memory_stages, stall_free_extra
 from .readout import direct_banks, pipelined_banks, single_bank
 from .spill import spill_shape
@@ -30,16 +30,6 @@ PIPELINE_CUTS = {
     # the predecode lines registered once more, copied per group of bins.
     4: ("accumulate", "readout", "partial", "decode", "input", "distribute"),
 }
-#: With the ``distribute`` cut, the groups of bins (by value of the high index chunk) that each
-#: get their own copy of the low-chunk lines.
-DISTRIBUTE_GROUPS = 4
-
-
-def distribute_fits(mode, idx_bits, counts):
-    """Whether the ``distribute`` cut (``pipeline`` 4) applies to a counter of these
-    parameters: kk mode, flip-flop counts, two index chunks whose high one has a multiple of
-    :data:`DISTRIBUTE_GROUPS` lines (6..8 index bits)."""
-    return mode == "kk" and counts == "full" and 6 <= idx_bits <= 8
 MAX_PIPELINE = max(PIPELINE_CUTS)
 #: The depth that closes timing (>= 150 MHz on ECP5 at ``kllm-a3``, the median of three
 #: placement seeds; Timing section of docs/units/kllm_idx_counter.md).
@@ -452,23 +442,7 @@ class KllmIdxCounter(wiring.Component):
                 carried = carried_weights(lines, weights)
         groups = 1
         if "distribute" in cuts:
-            # Per lane, per group of bins (by value of the high chunk), a copy of the low-chunk
-            # lines, gated by the OR of the group's high lines (the plane ANDs them anyway): each
-            # copy has its own input, so Yosys's opt_merge keeps them apart; and one copy of the
-            # high lines. Registered at the front's clock enable, one more front stage.
-            groups = DISTRIBUTE_GROUPS
-            lo_n, hi_n = sizes
-            per = hi_n // groups
-            copies = []
-            for lane in range(n):
-                low = lines[lane * line_bits:lane * line_bits + lo_n]
-                high = lines[lane * line_bits + lo_n:(lane + 1) * line_bits]
-                for g in range(groups):
-                    near = high[g * per:(g + 1) * per].any()
-                    copies.append(front.stage(low & near.replicate(lo_n),
-                                              name=f"dist_lo_{lane}_{g}", m=dec))
-                copies.append(front.stage(high, name=f"dist_hi_{lane}", m=dec))
-            lines = Cat(*copies)
+            lines, groups = distributed_lines(front, dec, lines, sizes, n)
         parts = []
         for j in range(slices):
             part = BinCounters(self, low_sizes, sliced=slices > 1, groups=groups)
