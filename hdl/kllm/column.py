@@ -86,9 +86,10 @@ class KllmColumn(wiring.Component):
     Micro-architecture:
 
     * front: ``i`` -> (``pipeline`` 6 and 7, kk:
-      :class:`~hdl.common.stream_stage.PingPongBuffer`) -> Concat array (kk; ``mask`` and ``last`` travel beside it in registers on its clock
-      enable) -> :class:`~hdl.common.stream_stage.PingPongBuffer` -> counter. The second buffer's
-      payload registers load from the Concat side only, so the counter's clock enable (which
+      :class:`~hdl.common.stream_stage.PingPongBuffer`) -> Concat array (kk; ``mask`` and
+      ``last`` travel beside it in registers on its clock enable) ->
+      :class:`~hdl.common.stream_stage.PingPongBuffer` -> counter. The second buffer's payload
+      registers load from the Concat side only, so the counter's clock enable (which
       fans out to its whole front) reaches two pointers, not the Concat array's registers; the
       first makes ``i.ready`` a gate of flip-flops instead of the Concat array's clock enable.
       In ik mode the activation index and the weight go to the counter directly. At

@@ -153,8 +153,9 @@ class BinCounters(wiring.Component):
         for size in self.sizes:
             self.bins *= size
         n, width = counter.n_inputs, counter.slot_bits
-        members = {"ce": In(1),
-                   "lines": In(n * (sum(self.sizes) + (groups - 1) * self.sizes[0]))}
+        #: Bits of ``lines`` per lane.
+        self.line_bits = sum(self.sizes) + (groups - 1) * self.sizes[0]
+        members = {"ce": In(1), "lines": In(n * self.line_bits)}
         if sliced:
             members["select"] = In(n)
         if counter.mode == "ik":
@@ -211,7 +212,7 @@ class BinCounters(wiring.Component):
         # Per lane, its one-hot plane over the bins: bit b is the AND of the chunk lines that b
         # selects, built chunk by chunk from the least significant: the one-hot over the bins
         # of the chunks so far, repeated once per line of the next chunk and ANDed with it.
-        line_bits = sum(sizes) + (self.groups - 1) * sizes[0]
+        line_bits = self.line_bits
         planes = []
         for lane in range(n):
             base = lane * line_bits
